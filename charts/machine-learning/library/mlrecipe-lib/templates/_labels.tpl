@@ -1,0 +1,59 @@
+{{/* Selector labels: the release and the step. */}}
+{{- define "mlrecipe.selectorLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+mlrecipe.io/step: {{ include "mlrecipe.stepName" . | quote }}
+{{- end -}}
+
+{{/* Common labels for every object. */}}
+{{- define "mlrecipe.labels" -}}
+{{ include "mlrecipe.selectorLabels" . }}
+app.kubernetes.io/name: {{ .Chart.Name | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
+{{- end -}}
+
+{{/* Labels of a workload object: common labels plus the optional Kueue queue. */}}
+{{- define "mlrecipe.workloadLabels" -}}
+{{ include "mlrecipe.labels" . }}
+{{- with .Values.kueue }}
+{{- if .queue_name }}
+kueue.x-k8s.io/queue-name: {{ .queue_name | quote }}
+{{- end }}
+{{- if .priority_class }}
+kueue.x-k8s.io/priority-class: {{ .priority_class | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Annotations of a workload object: the HyperPod auto-restart overlay. */}}
+{{- define "mlrecipe.workloadAnnotations" -}}
+{{- $hp := .Values.hyperpod | default dict -}}
+{{- if and $hp.enabled $hp.auto_restart }}
+sagemaker.amazonaws.com/enable-job-auto-resume: "true"
+sagemaker.amazonaws.com/job-max-retry-count: {{ $hp.max_retry | default 3 | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* metadata.labels + metadata.annotations block of a workload object (indent yourself). */}}
+{{- define "mlrecipe.workloadMeta" -}}
+labels:
+  {{- include "mlrecipe.workloadLabels" . | nindent 2 }}
+{{- $ann := include "mlrecipe.workloadAnnotations" . | trim }}
+{{- if $ann }}
+annotations:
+  {{- $ann | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod template metadata. Usage: include "mlrecipe.podMeta" (dict "ctx" $ "labels" (dict "role" "x")) */}}
+{{- define "mlrecipe.podMeta" -}}
+{{- $ctx := .ctx -}}
+labels:
+  {{- include "mlrecipe.selectorLabels" $ctx | nindent 2 }}
+  {{- range $k, $v := (.labels | default dict) }}
+  {{ $k }}: {{ $v | quote }}
+  {{- end }}
+annotations:
+  karpenter.sh/do-not-disrupt: "true"
+  sidecar.istio.io/inject: "false"
+{{- end -}}

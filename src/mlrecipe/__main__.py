@@ -1,0 +1,3 @@
+from mlrecipe.cli.app import main
+
+main()

@@ -1,0 +1,1 @@
+"""Backends: local (default), slurm, kubernetes — one module each behind :class:`Backend`."""

@@ -1,0 +1,82 @@
+"""Pieces every backend shares: the step program, the recipe env and the env contract."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from mlrecipe.backends.base import ReleaseContext
+from mlrecipe.spec.catalog import StepKind
+from mlrecipe.spec.load import StepSpec
+
+
+def step_program(step: StepSpec, ctx: ReleaseContext) -> dict[str, Any]:
+    """The step program (JSON) the runtime executes; the same on every backend."""
+    recipe = step.recipe
+    git = recipe.git.model_dump() if recipe.git.repo_url else None
+    values = step.chart_values()
+    block = values.get(step.chart.block) or {}
+    return {
+        "version": 1,
+        "release": ctx.release,
+        "namespace": ctx.namespace,
+        "step": step.name,
+        "chart": step.chart.name,
+        "git": git,
+        "inline_script": list(recipe.inline_script),
+        "pre_script": list(recipe.pre_script),
+        "command": [str(c) for c in block.get("command") or []],
+        "args": [str(a) for a in block.get("args") or []],
+        "post_script": list(recipe.post_script),
+    }
+
+
+def recipe_env(step: StepSpec, ctx: ReleaseContext) -> dict[str, str]:
+    """The command block's env, with Helm expressions evaluated by the real Helm engine."""
+    entries = step.block.env
+    if step.recipe.mpirun is not None:
+        entries = [*step.recipe.mpirun.env, *entries]
+    names = [e.name for e in entries]
+    values = [e.value for e in entries]
+    if any("{{" in v for v in values):
+        from mlrecipe.helm.tpl import expand_templates
+
+        values = expand_templates(values, step.chart_values(), ctx.release, ctx.namespace)
+    return dict(zip(names, values, strict=True))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def contract_env(
+    step: StepSpec, ctx: ReleaseContext, rank: int, master_addr: str, master_port: int
+) -> dict[str, str]:
+    """The env contract of DESIGN.md for node ``rank``."""
+    res = step.recipe.resources
+    env = {
+        "PET_NNODES": str(res.nnodes),
+        "PET_NPROC_PER_NODE": str(res.nproc_per_node),
+        "PET_NODE_RANK": str(rank),
+        "PET_MASTER_ADDR": master_addr,
+        "PET_MASTER_PORT": str(master_port),
+        "MLRECIPE_RELEASE": ctx.release,
+        "MLRECIPE_NAMESPACE": ctx.namespace,
+        "MLRECIPE_STEP": step.name,
+        "MLRECIPE_BACKEND": ctx.backend,
+    }
+    policy = step.recipe.elastic_policy
+    if step.chart.kind is StepKind.TORCH_ELASTIC:
+        lo = (policy.min_replicas if policy else None) or res.nnodes
+        hi = (policy.max_replicas if policy else None) or res.nnodes
+        if policy and policy.nproc_per_node:
+            env["PET_NPROC_PER_NODE"] = str(policy.nproc_per_node)
+        env["PET_NNODES"] = f"{lo}:{hi}" if lo != hi else str(lo)
+        env["PET_RDZV_BACKEND"] = policy.rdzv_backend if policy else "c10d"
+        env["PET_RDZV_ENDPOINT"] = f"{master_addr}:{master_port}"
+        env["PET_RDZV_ID"] = f"{ctx.release}-{step.name}"
+        env["PET_MAX_RESTARTS"] = str(policy.max_restarts if policy else 0)
+    return env

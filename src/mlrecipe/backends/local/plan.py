@@ -1,0 +1,60 @@
+"""The local plan: one step runtime per node, as exact argv + env, and the generated script."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.backends.base import Plan
+from mlrecipe.backends.local.volumes import Mount
+from mlrecipe.runtime import step_runtime
+
+
+@dataclass
+class NodeLaunch:
+    """One node: the argv that starts its runtime and the env it adds to the CLI's environment."""
+
+    rank: int
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+
+
+@dataclass
+class LocalPlan(Plan):
+    """Everything the local backend runs for one step."""
+
+    step: str
+    chart: str
+    program: dict[str, Any]
+    program_path: Path
+    nodes: list[NodeLaunch]
+    notes: list[str] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    scratch: Path | None = None
+
+    @property
+    def script(self) -> str:
+        return step_runtime.build_script(self.program)
+
+    def materialize(self) -> str:
+        out = [f"# step {self.step} ({self.chart}) on backend local: {len(self.nodes)} node(s)"]
+        out += [f"# note: {n}" for n in self.notes]
+        out.append(f"# step program: {self.program_path}")
+        out.append(json.dumps(self.program, indent=2, sort_keys=True))
+        out.append("# script run by the step runtime in every node:")
+        out.append(self.script.rstrip("\n"))
+        for node in self.nodes:
+            out.append(f"# node {node.rank}: log {node.log_path}")
+            out.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(node.env.items())) + " \\")
+            out.append("  " + shlex.join(node.argv))
+        return "\n".join(out) + "\n"
+
+    def write_program(self) -> None:
+        self.program_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.program_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.program, indent=2, sort_keys=True), encoding="utf-8")
+        tmp.replace(self.program_path)

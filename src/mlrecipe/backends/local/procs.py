@@ -1,0 +1,90 @@
+"""Process bookkeeping of local steps: start them tied to the CLI, find them, stop them all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Any
+
+import psutil
+
+RUN_ID_VAR = "MLRECIPE_RUN_ID"
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: the node gets SIGTERM if the CLI dies (even by ``kill -9``)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _leaders(handle: dict[str, Any]) -> list[psutil.Process]:
+    out = []
+    for node in handle.get("nodes", []):
+        try:
+            p = psutil.Process(node["pid"])
+            if node.get("created") is None or abs(p.create_time() - node["created"]) < 0.01:
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
+def members(run_id: str) -> list[psutil.Process]:
+    """Every live process that belongs to the run ``run_id`` (found by its environment)."""
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get(RUN_ID_VAR) == run_id and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def run_alive(handle: dict[str, Any]) -> bool:
+    """Whether any process of the run described by ``handle`` is still alive."""
+    return bool(_leaders(handle)) or bool(members(handle.get("run_id", "")))
+
+
+def _signal_all(handle: dict[str, Any], sig: int) -> None:
+    for p in _leaders(handle):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for p in members(handle.get("run_id", "")):
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def stop_run(handle: dict[str, Any], grace: float, popens: list[subprocess.Popen[bytes]] | None = None) -> None:
+    """SIGTERM every process of the run, wait up to ``grace`` seconds, then SIGKILL what is left."""
+    _signal_all(handle, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        for p in popens or []:
+            p.poll()
+        if not run_alive(handle):
+            break
+        time.sleep(0.1)
+    _signal_all(handle, signal.SIGKILL)
+    for p in popens or []:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass

@@ -1,0 +1,1 @@
+"""The command line interface (typer); commands import their heavy modules lazily."""

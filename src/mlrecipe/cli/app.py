@@ -1,0 +1,224 @@
+"""The ``mlrecipe`` command line, shaped like Helm: install, run, template, status, logs, ...
+
+Heavy modules (backends, Helm, torch) are imported inside the commands that need them, so
+``mlrecipe --help`` and ``mlrecipe validate`` stay fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mlrecipe.cli import address, output
+
+app = typer.Typer(
+    name="mlrecipe",
+    help=(
+        "Run ML pipelines (data prep, distributed training, evaluation, serving) from YAML recipes, "
+        "on this machine (default), on Slurm, or on Kubernetes / EKS through Helm charts.\n\n"
+        "Examples:\n\n"
+        "  mlrecipe run examples/quickstart/pipeline.yaml\n\n"
+        "  mlrecipe install my-run training/pytorchjob-distributed -f recipe.yaml --set resources.nnodes=2\n\n"
+        "  mlrecipe template my-run training/pytorchjob-elastic -f recipe.yaml --backend kubernetes"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+BackendOpt = Annotated[
+    str | None, typer.Option("--backend", "-b", help="local (default), slurm or kubernetes")
+]
+NamespaceOpt = Annotated[
+    str | None, typer.Option("--namespace", "-n", help="Namespace (Kubernetes) or session name (default: default)")
+]
+OutputOpt = Annotated[str, typer.Option("--output", "-o", help="text or json")]
+FilesOpt = Annotated[
+    list[Path], typer.Option("--values", "-f", help="Recipe (values) file; repeat to overlay, last wins")
+]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a value, Helm syntax: key.sub=value[,key2=value2]")
+]
+
+
+@app.command()
+def install(
+    release: Annotated[str, typer.Argument(help="Release name")],
+    chart: Annotated[str, typer.Argument(help="Catalog chart, e.g. training/pytorchjob-distributed")],
+    values: FilesOpt,
+    set_: SetOpt = None,
+    backend: BackendOpt = None,
+    namespace: NamespaceOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; run nothing")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Re-run even if unchanged since its last success")] = False,
+    out: OutputOpt = "text",
+) -> None:
+    """Run one step: CHART with the recipe(s) given by -f, as release RELEASE."""
+    from mlrecipe.cli import execute
+
+    inputs = {
+        "kind": "install",
+        "release": release,
+        "chart": chart,
+        "files": [str(p.resolve()) for p in values],
+        "sets": list(set_ or []),
+        "namespace": namespace or "default",
+    }
+    raise typer.Exit(execute.run_inputs(inputs, backend, dry_run, force, out))
+
+
+@app.command()
+def run(
+    pipeline: Annotated[Path, typer.Argument(help="Pipeline file (release, namespace, steps)")],
+    set_: SetOpt = None,
+    backend: BackendOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every step's plan; run nothing")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Re-run steps that are unchanged since their success")] = False,
+    out: OutputOpt = "text",
+) -> None:
+    """Run a pipeline: its steps in order (or by depends_on) as one release.
+
+    --set STEP.key=value overrides a value of one step.
+    """
+    from mlrecipe.cli import execute
+
+    inputs = {"kind": "pipeline", "path": str(pipeline.resolve()), "sets": list(set_ or [])}
+    raise typer.Exit(execute.run_inputs(inputs, backend, dry_run, force, out))
+
+
+@app.command()
+def template(
+    release: Annotated[str, typer.Argument(help="Release name")],
+    chart: Annotated[str, typer.Argument(help="Catalog chart")],
+    values: FilesOpt,
+    set_: SetOpt = None,
+    backend: BackendOpt = None,
+    namespace: NamespaceOpt = None,
+) -> None:
+    """Print exactly what would run: per node argv/env/script, manifests, or a batch script."""
+    from mlrecipe.cli import execute
+
+    inputs = {
+        "kind": "install",
+        "release": release,
+        "chart": chart,
+        "files": [str(p.resolve()) for p in values],
+        "sets": list(set_ or []),
+        "namespace": namespace or "default",
+    }
+    raise typer.Exit(execute.run_inputs(inputs, backend, True, False, "text"))
+
+
+@app.command()
+def validate(
+    file: Annotated[Path, typer.Argument(help="A pipeline file or a recipe file")],
+    chart: Annotated[str | None, typer.Option("--chart", "-c", help="Chart of a recipe file")] = None,
+    out: OutputOpt = "text",
+) -> None:
+    """Check a pipeline or recipe; print every problem with file, line and field; exit 2 if any."""
+    from mlrecipe.cli import inspect
+
+    raise typer.Exit(inspect.validate(file, chart, out))
+
+
+@app.command()
+def schema(
+    kind: Annotated[str, typer.Argument(help="recipe or pipeline")] = "recipe",
+) -> None:
+    """Print the JSON Schema of recipes or pipelines (for editors)."""
+    from mlrecipe.cli import inspect
+
+    raise typer.Exit(inspect.schema(kind))
+
+
+@app.command()
+def status(
+    release: Annotated[str | None, typer.Argument(help="Release or backend://namespace/release")] = None,
+    namespace: NamespaceOpt = None,
+    backend: BackendOpt = None,
+    out: OutputOpt = "text",
+) -> None:
+    """Show the state of one release (or of all)."""
+    from mlrecipe.cli import inspect
+
+    raise typer.Exit(inspect.status(release, namespace, backend, out))
+
+
+@app.command("list")
+def list_(out: OutputOpt = "text") -> None:
+    """List releases with their backend, namespace and state."""
+    from mlrecipe.cli import inspect
+
+    raise typer.Exit(inspect.status(None, None, None, out))
+
+
+@app.command()
+def logs(
+    release: Annotated[str, typer.Argument(help="Release or backend://namespace/release[/step]")],
+    step: Annotated[str | None, typer.Argument(help="Step (default: the last one that ran)")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines")] = False,
+    rank: Annotated[int, typer.Option("--rank", help="Node rank")] = 0,
+    namespace: NamespaceOpt = None,
+    backend: BackendOpt = None,
+) -> None:
+    """Print the log of one node of a step."""
+    from mlrecipe.cli import inspect
+
+    raise typer.Exit(inspect.logs(release, step, follow, rank, namespace, backend))
+
+
+@app.command()
+def resume(
+    release: Annotated[str, typer.Argument(help="Release or backend://namespace/release")],
+    namespace: NamespaceOpt = None,
+    backend: BackendOpt = None,
+    out: OutputOpt = "text",
+) -> None:
+    """Continue a failed or interrupted release after its last successful step."""
+    from mlrecipe.cli import execute
+
+    raise typer.Exit(execute.resume(release, namespace, backend, out))
+
+
+@app.command()
+def uninstall(
+    release: Annotated[str, typer.Argument(help="Release or backend://namespace/release")],
+    namespace: NamespaceOpt = None,
+    backend: BackendOpt = None,
+) -> None:
+    """Stop everything the release runs and remove its state (idempotent)."""
+    from mlrecipe.cli import execute
+
+    raise typer.Exit(execute.uninstall(release, namespace, backend))
+
+
+def _register_optional() -> None:
+    for module in ("mlrecipe.cli.doctor_cmd", "mlrecipe.cli.cluster_cmd"):
+        try:
+            mod = __import__(module, fromlist=["register"])
+        except ImportError:
+            continue
+        mod.register(app)
+
+
+_register_optional()
+
+
+def main() -> None:
+    """Console entry point: clean messages and exit codes, no tracebacks for user errors."""
+    from mlrecipe.spec.errors import SpecError
+
+    try:
+        app()
+    except SpecError as exc:
+        output.print_spec_error(exc)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+__all__ = ["address", "app", "main"]

@@ -1,0 +1,29 @@
+"""Printing of errors and results for people (text) and scripts (json)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from mlrecipe.spec.errors import SpecError
+
+
+def print_spec_error(exc: SpecError) -> None:
+    """One line per problem on stderr, ``file:line: field: message``."""
+    count = len(exc.issues)
+    for issue in exc.issues:
+        print(f"error: {issue}", file=sys.stderr)
+    if count > 1:
+        print(f"{count} errors; nothing was started", file=sys.stderr)
+    else:
+        print("nothing was started", file=sys.stderr)
+
+
+def fail(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def emit_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, default=str))

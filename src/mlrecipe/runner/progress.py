@@ -1,0 +1,130 @@
+"""Progress of a release: a live table on a terminal, plain lines otherwise, nothing for JSON."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from mlrecipe.backends.base import StepOutcome
+
+
+def _fmt_elapsed(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}:{s:02d}"
+
+
+class Display:
+    """Receives the runner's events; the base class prints plain lines."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def say(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def __enter__(self) -> Display:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def step_started(self, name: str, chart: str, nodes: int) -> None:
+        self.say(f"==> step {name} ({chart}): starting {nodes} node(s)")
+
+    def step_skipped(self, name: str, reason: str) -> None:
+        self.say(f"==> step {name}: skipped ({reason})")
+
+    def tick(self, name: str, elapsed: float, last_line: str) -> None:
+        return None
+
+    def step_finished(self, name: str, outcome: StepOutcome, elapsed: float) -> None:
+        self.say(f"==> step {name}: {outcome.state} in {_fmt_elapsed(elapsed)}"
+                 + (f" ({outcome.message})" if outcome.message else ""))
+        if outcome.state == "failed" and outcome.log_tail:
+            rank = outcome.failed_rank if outcome.failed_rank is not None else 0
+            self.say(f"--- last lines of node {rank}'s log ---")
+            for line in outcome.log_tail:
+                self.say(f"    {line}")
+
+
+class QuietDisplay(Display):
+    """For ``--output json``: the caller prints one JSON document at the end."""
+
+    def say(self, text: str) -> None:
+        return None
+
+
+class LiveDisplay(Display):
+    """A rich live table: per-step state, elapsed time and the current rank-0 log line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console()
+        self.rows: dict[str, list[str]] = {}
+        self.started: dict[str, float] = {}
+        self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+
+    def _table(self):  # noqa: ANN202 - rich renderable
+        from rich.table import Table
+
+        table = Table(show_header=True, header_style="bold", expand=True)
+        table.add_column("step", no_wrap=True)
+        table.add_column("chart", no_wrap=True)
+        table.add_column("state", no_wrap=True)
+        table.add_column("elapsed", justify="right", no_wrap=True)
+        table.add_column("rank 0", overflow="ellipsis", no_wrap=True, ratio=1)
+        for name, (chart, state, elapsed, line) in self.rows.items():
+            style = {"succeeded": "green", "failed": "red", "running": "cyan", "skipped": "dim"}.get(state, "")
+            table.add_row(name, chart, f"[{style}]{state}[/]" if style else state, elapsed, line)
+        return table
+
+    def _refresh(self) -> None:
+        self.live.update(self._table())
+
+    def __enter__(self) -> LiveDisplay:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(None, None, None)
+
+    def say(self, text: str) -> None:
+        self.live.console.print(text, markup=False, highlight=False)
+
+    def step_started(self, name: str, chart: str, nodes: int) -> None:
+        self.started[name] = time.monotonic()
+        self.rows[name] = [chart, "running", "0:00", ""]
+        self._refresh()
+
+    def step_skipped(self, name: str, reason: str) -> None:
+        self.rows[name] = ["", "skipped", "", reason]
+        self._refresh()
+
+    def tick(self, name: str, elapsed: float, last_line: str) -> None:
+        if name in self.rows:
+            self.rows[name][2] = _fmt_elapsed(elapsed)
+            self.rows[name][3] = last_line[-200:]
+            self._refresh()
+
+    def step_finished(self, name: str, outcome: StepOutcome, elapsed: float) -> None:
+        chart = self.rows.get(name, [""])[0]
+        self.rows[name] = [chart, outcome.state, _fmt_elapsed(elapsed), outcome.message]
+        self._refresh()
+        if outcome.state == "failed" and outcome.log_tail:
+            rank = outcome.failed_rank if outcome.failed_rank is not None else 0
+            self.say(f"--- last lines of node {rank}'s log ---")
+            for line in outcome.log_tail:
+                self.say(f"    {line}")
+
+
+def make_display(output: str) -> Display:
+    """The display for ``--output`` (text|json) on this stdout."""
+    if output == "json":
+        return QuietDisplay()
+    if sys.stdout.isatty():
+        return LiveDisplay()
+    return Display()

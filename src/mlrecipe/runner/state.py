@@ -1,0 +1,118 @@
+"""The state record of one release, persisted as JSON and replaced atomically on every change."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from mlrecipe.config import mlrecipe_home, release_dir
+
+STATE_FILE = "state.json"
+ACTIVE = ("pending", "running")
+
+
+@dataclass
+class StepRecord:
+    """What is known of one step of a release."""
+
+    name: str
+    chart: str
+    state: str = "pending"  # pending | running | succeeded | failed | interrupted | skipped
+    hash: str = ""
+    started: float | None = None
+    ended: float | None = None
+    exit_code: int | None = None
+    message: str = ""
+    handle: dict[str, Any] = field(default_factory=dict)
+    url: str | None = None
+
+
+@dataclass
+class ReleaseRecord:
+    """The state of one release: its inputs (to resume), its steps and who drives it."""
+
+    release: str
+    namespace: str
+    backend: str
+    inputs: dict[str, Any]
+    state: str = "pending"
+    steps: dict[str, StepRecord] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    driver_pid: int | None = None
+    driver_created: float | None = None
+
+    @property
+    def directory(self) -> Path:
+        return release_dir(self.backend, self.namespace, self.release)
+
+    def driver_alive(self) -> bool:
+        """Whether the CLI process that drives this release is still alive."""
+        if self.driver_pid is None:
+            return False
+        try:
+            p = psutil.Process(self.driver_pid)
+            return self.driver_created is None or abs(p.create_time() - self.driver_created) < 0.01
+        except psutil.Error:
+            return False
+
+    def effective_state(self) -> str:
+        """The state, with a running release whose driver died shown as ``interrupted``."""
+        if self.state in ACTIVE and not self.driver_alive():
+            return "interrupted"
+        return self.state
+
+    def save(self) -> None:
+        """Write the record atomically (write a temporary file, fsync, rename)."""
+        self.updated = time.time()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / STATE_FILE
+        tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+        data = json.dumps(asdict(self), indent=2, sort_keys=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReleaseRecord:
+        steps = {k: StepRecord(**v) for k, v in data.pop("steps", {}).items()}
+        return cls(steps=steps, **data)
+
+
+def load_record(backend: str, namespace: str, release: str) -> ReleaseRecord | None:
+    path = release_dir(backend, namespace, release) / STATE_FILE
+    if not path.exists():
+        return None
+    return ReleaseRecord.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def all_records() -> list[ReleaseRecord]:
+    """Every release with a state record, any backend and namespace."""
+    root = mlrecipe_home() / "releases"
+    out = []
+    for path in sorted(root.glob(f"*/*/*/{STATE_FILE}")):
+        try:
+            out.append(ReleaseRecord.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, TypeError):
+            continue
+    return out
+
+
+def find_records(release: str, namespace: str | None = None, backend: str | None = None) -> list[ReleaseRecord]:
+    """Records named ``release``, optionally narrowed by namespace and backend."""
+    return [
+        r
+        for r in all_records()
+        if r.release == release
+        and (namespace is None or r.namespace == namespace)
+        and (backend is None or r.backend == backend)
+    ]

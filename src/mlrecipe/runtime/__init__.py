@@ -1,0 +1,5 @@
+"""The step runtime (stdlib only), shipped as a file into every node on every backend."""
+
+from pathlib import Path
+
+RUNTIME_PATH = Path(__file__).with_name("step_runtime.py")

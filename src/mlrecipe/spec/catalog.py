@@ -1,0 +1,98 @@
+"""The chart catalog: each step names a chart, which gives its kind and launch semantics.
+
+Names follow the reference system (``training/pytorchjob-distributed`` ...). A chart may also be
+named by a path that ends with a catalog name (``charts/machine-learning/training/mpijob``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from enum import Enum
+
+
+class StepKind(str, Enum):
+    """How a step's nodes are launched; backends declare which kinds they run."""
+
+    TORCH = "torch"  # PyTorchJob: fixed nnodes, static master address
+    TORCH_ELASTIC = "torch-elastic"  # PyTorchJob with elasticPolicy: c10d rendezvous
+    MPI = "mpi"  # MPIJob: one launcher runs mpirun over the workers
+    RAY = "ray"  # RayJob: a Ray cluster runs the command as a job
+    JOB = "job"  # Job / Indexed Job: nnodes independent ranks
+    SERVER = "server"  # long-running server, ready on its health check
+
+
+@dataclass(frozen=True)
+class ChartInfo:
+    """What mlrecipe knows of one catalog chart."""
+
+    name: str
+    kind: StepKind
+    block: str
+    extra_blocks: frozenset[str]
+    summary: str
+
+    @property
+    def category(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+def _chart(name: str, kind: StepKind, block: str, summary: str, *extra: str) -> ChartInfo:
+    return ChartInfo(name, kind, block, frozenset(extra), summary)
+
+
+CATALOG: dict[str, ChartInfo] = {
+    c.name: c
+    for c in (
+        _chart("training/pytorchjob-distributed", StepKind.TORCH, "train",
+               "PyTorchJob: torchrun/accelerate DDP, FSDP, DeepSpeed, Megatron, NeMo, Neuronx"),
+        _chart("training/pytorchjob-elastic", StepKind.TORCH_ELASTIC, "train",
+               "PyTorchJob with an elastic policy (c10d rendezvous, restarts)", "elastic_policy"),
+        _chart("training/mpijob", StepKind.MPI, "train", "MPIJob: mpirun over workers (Horovod, MPI)",
+               "mpirun"),
+        _chart("training/raytrain", StepKind.RAY, "train", "RayJob: Ray Train on a Ray cluster", "ray"),
+        _chart("data-prep/data-process", StepKind.JOB, "process",
+               "Job (Indexed Job when nnodes > 1) running a processing command"),
+        _chart("data-prep/mpijob-data-process", StepKind.MPI, "process", "MPIJob running a processing command",
+               "mpirun"),
+        _chart("data-prep/ray-data-process", StepKind.RAY, "process", "RayJob running Ray Data processing",
+               "ray"),
+        _chart("model-prep/hf-snapshot", StepKind.JOB, "process",
+               "Job that snapshots a Hugging Face model onto the shared volume", "snapshot"),
+        _chart("serving/rayserve", StepKind.SERVER, "server", "RayService: Ray Serve with a vLLM engine",
+               "ray", "engine"),
+        _chart("serving/triton-inference-server", StepKind.SERVER, "server",
+               "Triton Inference Server (vLLM, TensorRT-LLM or Python backend)"),
+        _chart("serving/triton-inference-server-lws", StepKind.SERVER, "server",
+               "Triton on a LeaderWorkerSet for multi-node serving"),
+        _chart("serving/djl-lmi-server", StepKind.SERVER, "server", "DJL Large Model Inference server"),
+        _chart("serving/generic-server", StepKind.SERVER, "server", "Any HTTP server with probes and ports"),
+    )
+}
+
+CHART_SPECIFIC_BLOCKS = frozenset({"elastic_policy", "mpirun", "ray", "engine", "snapshot"})
+
+
+class UnknownChartError(ValueError):
+    """Raised for a chart name that is not in the catalog."""
+
+
+def normalize_chart_name(name: str) -> str:
+    """Map a catalog name or a path ending in one to the catalog name (unchanged if unknown)."""
+    cleaned = name.strip().rstrip("/")
+    if cleaned in CATALOG:
+        return cleaned
+    parts = cleaned.split("/")
+    if len(parts) >= 2 and "/".join(parts[-2:]) in CATALOG:
+        return "/".join(parts[-2:])
+    return cleaned
+
+
+def lookup(name: str) -> ChartInfo:
+    """Return the catalog entry for ``name``; raise :class:`UnknownChartError` with suggestions."""
+    key = normalize_chart_name(name)
+    if key in CATALOG:
+        return CATALOG[key]
+    close = difflib.get_close_matches(key, CATALOG, n=1, cutoff=0.5)
+    hint = f" (did you mean '{close[0]}'?)" if close else f"; known charts: {', '.join(sorted(CATALOG))}"
+    raise UnknownChartError(f"unknown chart '{name}'{hint}")

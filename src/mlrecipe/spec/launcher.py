@@ -1,0 +1,38 @@
+"""Expansion of the structured ``launcher`` block into the command a user would write by hand.
+
+The expansion uses only the env contract (``PET_*``), so the same command runs on every backend.
+"""
+
+from __future__ import annotations
+
+from mlrecipe.spec.catalog import StepKind
+from mlrecipe.spec.recipe import Launcher
+
+TORCHRUN_STATIC = (
+    "--nnodes $PET_NNODES --nproc_per_node $PET_NPROC_PER_NODE --node_rank $PET_NODE_RANK"
+    " --master_addr $PET_MASTER_ADDR --master_port $PET_MASTER_PORT"
+)
+TORCHRUN_ELASTIC = (
+    "--nnodes $PET_NNODES --nproc_per_node $PET_NPROC_PER_NODE --rdzv_backend $PET_RDZV_BACKEND"
+    " --rdzv_endpoint $PET_RDZV_ENDPOINT --rdzv_id $PET_RDZV_ID --max_restarts ${PET_MAX_RESTARTS:-0}"
+)
+ACCELERATE = (
+    "--num_machines $PET_NNODES --num_processes $((PET_NNODES * PET_NPROC_PER_NODE))"
+    " --machine_rank $PET_NODE_RANK --main_process_ip $PET_MASTER_ADDR --main_process_port $PET_MASTER_PORT"
+)
+MPIRUN = "-np $((PET_NNODES * PET_NPROC_PER_NODE)) ${MLRECIPE_HOSTFILE:+--hostfile $MLRECIPE_HOSTFILE}"
+
+
+def expand_launcher(launcher: Launcher, kind: StepKind) -> tuple[list[str], list[str]]:
+    """Return ``(command, args)`` for ``launcher`` on a step of ``kind``."""
+    target = (["-m"] if launcher.module else []) + [launcher.script, *launcher.args]
+    options = list(launcher.options)
+    if launcher.type == "torchrun":
+        flags = TORCHRUN_ELASTIC if kind is StepKind.TORCH_ELASTIC else TORCHRUN_STATIC
+        return ["torchrun"], [flags, *options, *target]
+    if launcher.type == "accelerate":
+        multi = "$( [ $((PET_NNODES * PET_NPROC_PER_NODE)) -gt 1 ] && echo --multi_gpu )"
+        return ["accelerate", "launch"], [ACCELERATE, multi, *options, *target]
+    if launcher.type == "mpirun":
+        return ["mpirun"], [MPIRUN, *options, "python3", *target]
+    return ["python3"], [*options, *target]

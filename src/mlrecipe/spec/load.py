@@ -1,0 +1,389 @@
+"""Loading and validating recipes and pipelines into a :class:`ReleaseSpec` (pure data).
+
+Every problem of every input is collected and reported at once with file, line and field path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from mlrecipe.spec import recipe as recipe_models
+from mlrecipe.spec.catalog import (
+    CHART_SPECIFIC_BLOCKS,
+    ChartInfo,
+    StepKind,
+    UnknownChartError,
+    lookup,
+)
+from mlrecipe.spec.errors import SpecError, SpecIssue, format_path
+from mlrecipe.spec.launcher import expand_launcher
+from mlrecipe.spec.pipeline import Pipeline
+from mlrecipe.spec.recipe import COMMAND_BLOCKS, Recipe
+from mlrecipe.spec.values import deep_merge, parse_sets
+from mlrecipe.spec.yamlfile import Loc, YamlDoc, load_yaml
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One validated step: its chart, merged values and recipe model."""
+
+    name: str
+    chart: ChartInfo
+    values: dict[str, Any]
+    recipe: Recipe
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def block(self) -> recipe_models.CommandBlock:
+        return self.recipe.command_block(self.chart.block)
+
+    @property
+    def command_line(self) -> list[str]:
+        """The command and its args, after launcher expansion (shell fragments)."""
+        if self.recipe.launcher is not None:
+            command, args = expand_launcher(self.recipe.launcher, self.chart.kind)
+            return [*command, *args]
+        return [*self.block.command, *self.block.args]
+
+    def chart_values(self) -> dict[str, Any]:
+        """The values handed to the chart: launcher expanded into the command block."""
+        out = dict(self.values)
+        if self.recipe.launcher is not None:
+            command, args = expand_launcher(self.recipe.launcher, self.chart.kind)
+            block = dict(out.get(self.chart.block) or {})
+            block.update(command=command, args=args)
+            out[self.chart.block] = block
+            out.pop("launcher", None)
+        out.setdefault("step_name", self.name)
+        return out
+
+    @property
+    def content_hash(self) -> str:
+        """Hash of the chart and resolved values: equal hashes mean the step's inputs are unchanged."""
+        payload = json.dumps({"chart": self.chart.name, "values": self.values}, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """A release: its name, namespace, preferred backend and steps in a valid order."""
+
+    release: str
+    namespace: str
+    steps: list[StepSpec]
+    backend: str | None = None
+    source: str = ""
+
+    def step(self, name: str) -> StepSpec:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+@dataclass
+class _Sources:
+    """Where each value came from, to name the file and line of an error."""
+
+    entries: list[tuple[YamlDoc, Loc, str]] = field(default_factory=list)  # doc, loc prefix, display prefix
+
+    def locate(self, loc: Loc) -> tuple[str, int | None, str]:
+        best: tuple[int, int, YamlDoc, Loc, str] | None = None
+        for order, (doc, prefix, shown) in enumerate(self.entries):
+            full = tuple(prefix) + tuple(loc)
+            depth = len(full)
+            while depth >= len(prefix):
+                if full[:depth] in doc.lines:
+                    break
+                depth -= 1
+            if depth < len(prefix) or full[:depth] not in doc.lines:
+                continue
+            score = (depth - len(prefix), order)
+            if best is None or score >= best[:2]:
+                best = (*score, doc, prefix, shown)
+        if best is None:
+            if not self.entries:
+                return "<input>", None, format_path(loc)
+            doc, prefix, shown = self.entries[0]
+            return doc.file, doc.line_of(prefix), _join(shown, loc)
+        _, _, doc, prefix, shown = best
+        return doc.file, doc.line_of(tuple(prefix) + tuple(loc)), _join(shown, loc)
+
+
+def _join(shown: str, loc: Loc) -> str:
+    tail = format_path(loc)
+    if not shown:
+        return tail
+    if not tail:
+        return shown
+    return f"{shown}{tail}" if tail.startswith("[") else f"{shown}.{tail}"
+
+
+def _known_fields() -> set[str]:
+    names: set[str] = set()
+    for obj in vars(recipe_models).values():
+        if isinstance(obj, type) and issubclass(obj, BaseModel):
+            for fname, finfo in obj.model_fields.items():
+                names.add(fname)
+                alias = finfo.validation_alias
+                for choice in getattr(alias, "choices", []) or []:
+                    names.add(str(choice))
+    return names
+
+
+def _clean_loc(loc: tuple[Any, ...], data: Any, keep_last: bool) -> Loc:
+    out: list[str | int] = []
+    cur = data
+    for i, part in enumerate(loc):
+        if isinstance(cur, dict) and part in cur:
+            out.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            out.append(part)
+            cur = cur[part]
+        elif keep_last and i == len(loc) - 1:
+            out.append(part)
+    return tuple(out)
+
+
+def _message(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(err["loc"][-1])
+        close = difflib.get_close_matches(key, _known_fields(), n=1, cutoff=0.6)
+        return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+    if kind == "missing":
+        return "required field is missing"
+    msg = err["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+    if "input" in err and kind not in ("model_type", "dict_type", "list_type"):
+        value = err["input"]
+        shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+        return f"{msg}, got {shown}"
+    return msg
+
+
+def _pydantic_issues(exc: ValidationError, data: Any, sources: _Sources) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    seen: set[tuple[Loc, str]] = set()
+    for err in exc.errors():
+        loc = _clean_loc(err["loc"], data, keep_last=err["type"] in ("missing", "extra_forbidden"))
+        msg = _message(err)
+        if (loc, msg) in seen:
+            continue
+        seen.add((loc, msg))
+        file, line, path = sources.locate(loc)
+        issues.append(SpecIssue(file, line, path, msg))
+    return issues
+
+
+def _chart_rules(recipe: Recipe, values: dict[str, Any], chart: ChartInfo, sources: _Sources) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+
+    def add(loc: Loc, msg: str) -> None:
+        file, line, path = sources.locate(loc)
+        issues.append(SpecIssue(file, line, path, msg))
+
+    for key in COMMAND_BLOCKS:
+        if key != chart.block and values.get(key) is not None:
+            add((key,), f"chart {chart.name} reads its command from '{chart.block}', not '{key}'")
+    for key in CHART_SPECIFIC_BLOCKS - chart.extra_blocks:
+        if values.get(key) is not None:
+            add((key,), f"'{key}' is not used by chart {chart.name}")
+    block = recipe.command_block(chart.block)
+    if recipe.launcher is not None and block.command:
+        add((chart.block, "command"), "give either 'launcher' or a command, not both")
+    if chart.kind is not StepKind.SERVER and recipe.launcher is None:
+        if not any(part.strip() for part in block.command):
+            add((chart.block, "command"), "empty command: set a command (or a 'launcher' block)")
+    return issues
+
+
+def build_step(
+    name: str,
+    chart_name: str,
+    values: dict[str, Any],
+    sources: _Sources,
+    depends_on: tuple[str, ...] = (),
+    chart_loc: tuple[YamlDoc, Loc] | None = None,
+) -> tuple[StepSpec | None, list[SpecIssue]]:
+    """Validate ``values`` for ``chart_name``; return the step or the issues found."""
+    try:
+        chart = lookup(chart_name)
+    except UnknownChartError as exc:
+        if chart_loc is not None:
+            doc, loc = chart_loc
+            return None, [SpecIssue(doc.file, doc.line_of(loc), format_path(loc), str(exc))]
+        return None, [SpecIssue("<command line>", None, "chart", str(exc))]
+    if not isinstance(values, dict):
+        file, line, path = sources.locate(())
+        return None, [SpecIssue(file, line, path, f"must be a mapping of values, got {type(values).__name__}")]
+    try:
+        recipe = Recipe.model_validate(values)
+    except ValidationError as exc:
+        return None, _pydantic_issues(exc, values, sources)
+    issues = _chart_rules(recipe, values, chart, sources)
+    if issues:
+        return None, issues
+    return StepSpec(name, chart, values, recipe, depends_on), []
+
+
+def _read_recipe_files(paths: list[str], base: Path | None, sources: _Sources) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    issues: list[SpecIssue] = []
+    for raw in paths:
+        path = Path(raw) if base is None or Path(raw).is_absolute() else base / raw
+        try:
+            doc = load_yaml(path)
+        except SpecError as exc:
+            issues.extend(exc.issues)
+            continue
+        data = doc.data if doc.data is not None else {}
+        if not isinstance(data, dict):
+            issues.append(SpecIssue(doc.file, 1, "", f"a recipe must be a mapping, got {type(data).__name__}"))
+            continue
+        sources.entries.append((doc, (), ""))
+        merged = deep_merge(merged, data)
+    if issues:
+        raise SpecError(issues)
+    return merged
+
+
+def load_step_release(
+    release: str,
+    chart: str,
+    recipe_files: list[str],
+    sets: list[str] | None = None,
+    namespace: str = "default",
+    step_name: str | None = None,
+) -> ReleaseSpec:
+    """Build a one-step release from ``-f`` recipe files and ``--set`` overrides (``install``/``template``)."""
+    from mlrecipe.spec.pipeline import NAME_PATTERN
+
+    import re
+
+    issues: list[SpecIssue] = []
+    if not re.match(NAME_PATTERN, release) or len(release) > 40:
+        issues.append(SpecIssue("<command line>", None, "RELEASE",
+                                f"invalid release name '{release}': lowercase letters, digits and '-', "
+                                "at most 40 characters"))
+    sources = _Sources()
+    values: dict[str, Any] = {}
+    try:
+        values = _read_recipe_files(recipe_files, None, sources)
+    except SpecError as exc:
+        issues.extend(exc.issues)
+    try:
+        values = deep_merge(values, parse_sets(sets or []))
+    except SpecError as exc:
+        issues.extend(exc.issues)
+    if issues:
+        raise SpecError(issues)
+    try:
+        short = lookup(chart).name.split("/")[-1]
+    except UnknownChartError:
+        short = "step"
+    name = step_name or values.get("step_name") or short
+    step, step_issues = build_step(name, chart, values, sources)
+    if step_issues or step is None:
+        raise SpecError(step_issues)
+    return ReleaseSpec(release, namespace, [step], source=",".join(recipe_files))
+
+
+def _order_steps(steps: list[StepSpec], doc: YamlDoc) -> tuple[list[StepSpec], list[SpecIssue]]:
+    names = [s.name for s in steps]
+    issues: list[SpecIssue] = []
+    for i, s in enumerate(steps):
+        for j, dep in enumerate(s.depends_on):
+            if dep not in names:
+                loc: Loc = ("steps", i, "depends_on", j)
+                issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc), f"unknown step '{dep}'"))
+            elif dep == s.name:
+                loc = ("steps", i, "depends_on", j)
+                issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc), "a step cannot depend on itself"))
+    if issues:
+        return steps, issues
+    # Kahn's algorithm, stable in file order. Without depends_on, steps run in file order.
+    explicit = any(s.depends_on for s in steps)
+    deps = {
+        s.name: set(s.depends_on) if explicit else ({names[i - 1]} if i else set()) for i, s in enumerate(steps)
+    }
+    ordered: list[StepSpec] = []
+    done: set[str] = set()
+    while len(ordered) < len(steps):
+        ready = [s for s in steps if s.name not in done and deps[s.name] <= done]
+        if not ready:
+            cyc = [s.name for s in steps if s.name not in done]
+            i = names.index(cyc[0])
+            loc = ("steps", i, "depends_on")
+            issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc),
+                                    f"dependency cycle among steps: {' -> '.join(cyc)}"))
+            return steps, issues
+        ordered.append(ready[0])
+        done.add(ready[0].name)
+    return ordered, issues
+
+
+def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpec:
+    """Load and validate a pipeline file and every recipe it names; all issues at once."""
+    doc = load_yaml(path)
+    data = doc.data if doc.data is not None else {}
+    sources = _Sources([(doc, (), "")])
+    if not isinstance(data, dict):
+        raise SpecError.single(doc.file, f"a pipeline must be a mapping, got {type(data).__name__}", 1)
+    try:
+        pipeline = Pipeline.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_pydantic_issues(exc, data, sources)) from None
+    issues: list[SpecIssue] = []
+    seen: dict[str, int] = {}
+    for i, st in enumerate(pipeline.steps):
+        if st.name in seen:
+            loc: Loc = ("steps", i, "name")
+            issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc),
+                                    f"duplicate step name '{st.name}' (also steps[{seen[st.name]}])"))
+        seen.setdefault(st.name, i)
+    overrides = parse_sets(sets or [])
+    base = Path(path).resolve().parent
+    steps: list[StepSpec] = []
+    for i, st in enumerate(pipeline.steps):
+        step_sources = _Sources()
+        values: dict[str, Any] = {}
+        try:
+            if isinstance(st.recipe, dict):
+                step_sources.entries.append((doc, ("steps", i, "recipe"), f"steps[{i}].recipe"))
+                values = dict(st.recipe)
+            elif st.recipe is not None:
+                files = [st.recipe] if isinstance(st.recipe, str) else st.recipe
+                values = _read_recipe_files(files, base, step_sources)
+        except SpecError as exc:
+            issues.extend(exc.issues)
+            continue
+        if st.values:
+            step_sources.entries.append((doc, ("steps", i, "values"), f"steps[{i}].values"))
+            values = deep_merge(values, st.values)
+        values = deep_merge(values, overrides.get(st.name, {}) if isinstance(overrides.get(st.name), dict) else {})
+        step, step_issues = build_step(
+            st.name, st.chart, values, step_sources, tuple(st.depends_on), (doc, ("steps", i, "chart"))
+        )
+        issues.extend(step_issues)
+        if step is not None:
+            steps.append(step)
+    if issues:
+        raise SpecError(issues)
+    ordered, order_issues = _order_steps(steps, doc)
+    if order_issues:
+        raise SpecError(order_issues)
+    return ReleaseSpec(pipeline.release, pipeline.namespace, ordered, pipeline.backend, doc.file)
+
+
+def is_pipeline_file(path: str | Path) -> bool:
+    """True when the YAML file at ``path`` is a pipeline (has ``steps``), not a recipe."""
+    doc = load_yaml(path)
+    return isinstance(doc.data, dict) and "steps" in doc.data

@@ -1,0 +1,37 @@
+"""Value overlays: Helm's merge rules for ``-f`` files, ``values:`` overrides and ``--set``."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from mlrecipe.spec.errors import SpecError, SpecIssue
+
+
+def deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``overlay`` onto ``base`` as Helm does: maps merge recursively, other values replace."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_sets(expressions: list[str]) -> dict[str, Any]:
+    """Parse ``--set key=value`` expressions with Helm's own parser (helm-python-sdk)."""
+    if not expressions:
+        return {}
+    from helm_python import HelmError, parse_set_string
+
+    merged: dict[str, Any] = {}
+    issues: list[SpecIssue] = []
+    for expr in expressions:
+        try:
+            merged = deep_merge(merged, parse_set_string(expr))
+        except HelmError as exc:
+            issues.append(SpecIssue("--set", None, expr, f"cannot parse: {exc}"))
+    if issues:
+        raise SpecError(issues)
+    return merged
