@@ -103,9 +103,7 @@ def validate_clusterconfig(eksctl_schema: dict[str, Any]) -> Callable[[dict[str,
     def check(config: dict[str, Any]) -> None:
         errors = sorted(validator.iter_errors(config), key=lambda e: list(e.path))
         if errors:
-            raise AssertionError(
-                "\n".join(f"{'.'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors)
-            )
+            raise AssertionError("\n".join(f"{'.'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors))
 
     return check
 

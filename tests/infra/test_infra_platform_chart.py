@@ -113,9 +113,7 @@ def test_efa_and_neuron_classes_use_their_single_az_subnets(render: Callable) ->
     assert classes["cuda-efa"]["spec"]["subnetSelectorTerms"] == [
         {"tags": {"karpenter.sh/discovery/cuda-efa": "ml-dev"}}
     ]
-    assert classes["neuron"]["spec"]["subnetSelectorTerms"] == [
-        {"tags": {"karpenter.sh/discovery/neuron": "ml-dev"}}
-    ]
+    assert classes["neuron"]["spec"]["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery/neuron": "ml-dev"}}]
     assert classes["cuda"]["spec"]["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": "ml-dev"}}]
 
 
@@ -169,8 +167,7 @@ def test_efa_pool_targets_a_capacity_reservation(
     nc = by_kind(docs, "EC2NodeClass")["cuda-efa"]
     assert nc["spec"]["capacityReservationSelectorTerms"] == [{"id": "cr-0a1b2c3d4e5f60718"}]
     reqs = {
-        r["key"]: r["values"]
-        for r in by_kind(docs, "NodePool")["cuda-efa"]["spec"]["template"]["spec"]["requirements"]
+        r["key"]: r["values"] for r in by_kind(docs, "NodePool")["cuda-efa"]["spec"]["template"]["spec"]["requirements"]
     }
     assert reqs["karpenter.sh/capacity-type"] == ["reserved"]
     if capacity_block:
@@ -182,9 +179,7 @@ def test_efa_pool_targets_a_capacity_reservation(
 
 
 def test_pools_can_be_disabled_one_by_one(render: Callable) -> None:
-    values = merge(
-        BASE_VALUES, {"karpenter": {"nodePools": {"neuron": {"enabled": False}, "cpu": {"enabled": False}}}}
-    )
+    values = merge(BASE_VALUES, {"karpenter": {"nodePools": {"neuron": {"enabled": False}, "cpu": {"enabled": False}}}})
     docs = render(values)
     assert set(by_kind(docs, "NodePool")) == {"cuda", "cuda-efa"}
     only_storage = render(merge(BASE_VALUES, {"karpenter": {"enabled": False}}))

@@ -13,7 +13,7 @@ from mlrecipe.cli.output import emit_json, fail, print_spec_error
 from mlrecipe.spec.errors import SpecError
 
 
-def _backend(name: str | None, spec_backend: str | None):  # noqa: ANN202 - Backend, imported lazily
+def _backend(name: str | None, spec_backend: str | None):
     from mlrecipe.backends.registry import DEFAULT_BACKEND, get_backend
 
     return get_backend(name or spec_backend or DEFAULT_BACKEND)
@@ -72,7 +72,7 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, dry_run: bool, force
     return code
 
 
-def _one_record(release: str, namespace: str | None, backend: str | None):  # noqa: ANN202
+def _one_record(release: str, namespace: str | None, backend: str | None):
     from mlrecipe.runner.state import find_records
 
     addr = parse_address(release, namespace, backend)

@@ -68,7 +68,7 @@ class LiveDisplay(Display):
         self.started: dict[str, float] = {}
         self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
 
-    def _table(self):  # noqa: ANN202 - rich renderable
+    def _table(self):
         from rich.table import Table
 
         table = Table(show_header=True, header_style="bold", expand=True)

@@ -77,7 +77,11 @@ class ReleaseRunner:
     def materialize(self) -> str:
         """What every step would run, as ``template`` / ``--dry-run`` print it."""
         ctx = self.context
-        return "\n".join(self.backend.plan(step, ctx).materialize() for step in self.spec.steps)
+        env = self._base_env()
+        return "\n".join(self.backend.plan(step, ctx, env).materialize() for step in self.spec.steps)
+
+    def _base_env(self) -> dict[str, str]:
+        return {"MLRECIPE_PIPELINE_DIR": self.spec.source_dir}
 
     def _record(self) -> ReleaseRecord:
         record = load_record(self.backend.name, self.spec.namespace, self.spec.release)
@@ -99,7 +103,7 @@ class ReleaseRunner:
         """Run every step; return the exit code (0, 1 failed, 130 interrupted)."""
         record = self._record()
         record.save()
-        env: dict[str, str] = {}
+        env = self._base_env()
         with _sigterm_as_interrupt(), self.display:
             for step in self.spec.steps:
                 prev = record.steps.get(step.name)

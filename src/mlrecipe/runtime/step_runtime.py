@@ -27,6 +27,7 @@ MPI) onto the env contract ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -163,10 +164,8 @@ class _Forwarder:
         threading.Thread(target=self._escalate, daemon=True).start()
 
     def _signal(self, signum: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.child.pid, signum)
-        except ProcessLookupError:
-            pass
 
     def _escalate(self) -> None:
         deadline = time.monotonic() + GRACE_SECONDS

@@ -81,6 +81,12 @@ class ReleaseSpec:
     backend: str | None = None
     source: str = ""
 
+    @property
+    def source_dir(self) -> str:
+        """Directory of the pipeline file (or of the first recipe): ``MLRECIPE_PIPELINE_DIR``."""
+        first = self.source.split(",")[0]
+        return str(Path(first).resolve().parent) if first else str(Path.cwd())
+
     def step(self, name: str) -> StepSpec:
         for s in self.steps:
             if s.name == name:
@@ -127,8 +133,10 @@ def _join(shown: str, loc: Loc) -> str:
 
 
 def _known_fields() -> set[str]:
+    from mlrecipe.spec import pipeline as pipeline_models
+
     names: set[str] = set()
-    for obj in vars(recipe_models).values():
+    for obj in [*vars(recipe_models).values(), *vars(pipeline_models).values()]:
         if isinstance(obj, type) and issubclass(obj, BaseModel):
             for fname, finfo in obj.model_fields.items():
                 names.add(fname)
@@ -142,10 +150,8 @@ def _clean_loc(loc: tuple[Any, ...], data: Any, keep_last: bool) -> Loc:
     out: list[str | int] = []
     cur = data
     for i, part in enumerate(loc):
-        if isinstance(cur, dict) and part in cur:
-            out.append(part)
-            cur = cur[part]
-        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+        in_dict = isinstance(cur, dict) and part in cur
+        if in_dict or (isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)):
             out.append(part)
             cur = cur[part]
         elif keep_last and i == len(loc) - 1:
@@ -199,9 +205,8 @@ def _chart_rules(recipe: Recipe, values: dict[str, Any], chart: ChartInfo, sourc
     block = recipe.command_block(chart.block)
     if recipe.launcher is not None and block.command:
         add((chart.block, "command"), "give either 'launcher' or a command, not both")
-    if chart.kind is not StepKind.SERVER and recipe.launcher is None:
-        if not any(part.strip() for part in block.command):
-            add((chart.block, "command"), "empty command: set a command (or a 'launcher' block)")
+    if chart.kind is not StepKind.SERVER and recipe.launcher is None and not any(p.strip() for p in block.command):
+        add((chart.block, "command"), "empty command: set a command (or a 'launcher' block)")
     return issues
 
 
@@ -264,9 +269,9 @@ def load_step_release(
     step_name: str | None = None,
 ) -> ReleaseSpec:
     """Build a one-step release from ``-f`` recipe files and ``--set`` overrides (``install``/``template``)."""
-    from mlrecipe.spec.pipeline import NAME_PATTERN
-
     import re
+
+    from mlrecipe.spec.pipeline import NAME_PATTERN
 
     issues: list[SpecIssue] = []
     if not re.match(NAME_PATTERN, release) or len(release) > 40:

@@ -64,9 +64,9 @@ class Resources(Model):
 
     @model_validator(mode="after")
     def _replicas_order(self) -> Resources:
-        if self.min_replicas is not None and self.max_replicas is not None:
-            if self.min_replicas > self.max_replicas:
-                raise ValueError("min_replicas must be <= max_replicas")
+        lo, hi = self.min_replicas, self.max_replicas
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError("min_replicas must be <= max_replicas")
         return self
 
 

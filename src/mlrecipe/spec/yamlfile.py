@@ -38,14 +38,14 @@ def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int], issues: list[SpecIss
         for key_node, value_node in node.value:
             key = key_node.value
             if key in seen:
-                issues.append(SpecIssue(file, key_node.start_mark.line + 1, _fmt(loc + (key,)), "duplicate key"))
+                issues.append(SpecIssue(file, key_node.start_mark.line + 1, _fmt((*loc, key)), "duplicate key"))
             seen.add(key)
-            lines[loc + (key,)] = key_node.start_mark.line + 1
-            _walk(value_node, loc + (key,), lines, issues, file)
+            lines[(*loc, key)] = key_node.start_mark.line + 1
+            _walk(value_node, (*loc, key), lines, issues, file)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            lines[loc + (index,)] = item.start_mark.line + 1
-            _walk(item, loc + (index,), lines, issues, file)
+            lines[(*loc, index)] = item.start_mark.line + 1
+            _walk(item, (*loc, index), lines, issues, file)
 
 
 def _fmt(loc: Loc) -> str:

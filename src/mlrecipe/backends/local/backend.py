@@ -26,6 +26,7 @@ from mlrecipe.runtime import RUNTIME_PATH
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
+
 def gpu_count() -> int:
     """Number of NVIDIA GPUs visible here (0 without ``nvidia-smi``)."""
     if shutil.which("nvidia-smi") is None:
@@ -53,12 +54,14 @@ class LocalBackend(Backend):
         return problems
 
     def _python_env(self, step: StepSpec) -> dict[str, str]:
+        """PATH for the step: the image's mapped environment, else the CLI's own environment."""
         image = step.recipe.image_name
         prefix = self.config.images.get(image or "") if image else None
-        if not prefix:
-            return {}
-        bin_dir = Path(prefix).expanduser() / "bin"
-        return {"VIRTUAL_ENV": str(Path(prefix).expanduser()), "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+        bin_dir = Path(prefix).expanduser() / "bin" if prefix else Path(sys.executable).parent
+        env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+        if prefix:
+            env["VIRTUAL_ENV"] = str(Path(prefix).expanduser())
+        return env
 
     def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> LocalPlan:
         step_dir = ctx.step_dir(step.name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -61,15 +62,11 @@ def run_alive(handle: dict[str, Any]) -> bool:
 
 def _signal_all(handle: dict[str, Any], sig: int) -> None:
     for p in _leaders(handle):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
     for p in members(handle.get("run_id", "")):
-        try:
+        with contextlib.suppress(psutil.Error):
             p.send_signal(sig)
-        except psutil.Error:
-            pass
 
 
 def stop_run(handle: dict[str, Any], grace: float, popens: list[subprocess.Popen[bytes]] | None = None) -> None:
@@ -84,7 +81,5 @@ def stop_run(handle: dict[str, Any], grace: float, popens: list[subprocess.Popen
         time.sleep(0.1)
     _signal_all(handle, signal.SIGKILL)
     for p in popens or []:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass

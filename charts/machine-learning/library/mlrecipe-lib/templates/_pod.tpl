@@ -6,6 +6,7 @@ Usage: include "mlrecipe.podSpec" (dict
   "container" "pytorch"    container name (required)
   "block" "train"          command block whose env is applied ("train", "process", "server")
   "runtime" true           mount /etc/mlrecipe and run the runtime
+  "noCommand" false        mount the runtime but keep the image's command (KubeRay containers)
   "program" "step.json"    step program file under /etc/mlrecipe
   "command" (list ...)     explicit command (instead of the runtime)
   "args" (list ...)        explicit args
@@ -19,6 +20,7 @@ Usage: include "mlrecipe.podSpec" (dict
   "nodeType" ""            node type override
   "tolerations" <list>     tolerations override
   "env" <list>             [{name, value}] instead of the command block's env
+  "sidecars" <list>        more containers
   "plain" false            no default node selector / tolerations (e.g. an MPI launcher))
 */}}
 {{- define "mlrecipe.podSpec" -}}
@@ -46,7 +48,7 @@ containers:
     {{- if .command }}
     command:
       {{- toYaml .command | nindent 6 }}
-    {{- else if .runtime }}
+    {{- else if and .runtime (not .noCommand) }}
     {{- include "mlrecipe.runtimeCommand" (.program | default "step.json") | nindent 4 }}
     {{- end }}
     {{- with .args }}
@@ -68,4 +70,7 @@ containers:
     {{- end }}
     {{- include "mlrecipe.resources" (.resources | default $v.resources) | trim | nindent 4 }}
     {{- include "mlrecipe.volumeMounts" (dict "ctx" $ctx "runtime" .runtime "extra" .extraMounts) | nindent 4 }}
+  {{- range (.sidecars | default list) }}
+  - {{ toYaml . | indent 4 | trim }}
+  {{- end }}
 {{- end -}}

@@ -87,7 +87,7 @@ env:
   - name: MLRECIPE_STEP
     value: {{ include "mlrecipe.stepName" $ctx | quote }}
   {{- range (.extra | default list) }}
-  - {{- toYaml . | nindent 4 }}
+  - {{ toYaml . | indent 4 | trim }}
   {{- end }}
   {{- range $e := (.env | default list) }}
   - name: {{ $e.name | quote }}

@@ -47,7 +47,7 @@ volumes:
               storage: {{ $v.ebs.storage | default "100Gi" | quote }}
   {{- end }}
   {{- range (.extra | default list) }}
-  - {{- toYaml . | nindent 4 }}
+  - {{ toYaml . | indent 4 | trim }}
   {{- end }}
 {{- end -}}
 
@@ -77,15 +77,26 @@ volumeMounts:
     mountPath: {{ $v.ebs.mount_path | default "/tmp" | quote }}
   {{- end }}
   {{- range (.extra | default list) }}
-  - {{- toYaml . | nindent 4 }}
+  - {{ toYaml . | indent 4 | trim }}
   {{- end }}
 {{- end -}}
 
-{{/* Non-empty when the chart ships scripts for values.framework (scripts/<framework>/*). */}}
-{{- define "mlrecipe.frameworkFiles" -}}
-{{- if .Values.framework -}}
-{{- range $path, $_ := .Files.Glob (printf "scripts/%s/*" .Values.framework) }}{{ $path }} {{ end -}}
+{{/*
+The glob of the scripts the chart ships for values.framework: scripts/<framework>/*, else
+scripts/<framework up to the first "-">/* (so "vllm-0.15.0" may use scripts/vllm/).
+*/}}
+{{- define "mlrecipe.frameworkGlob" -}}
+{{- $fw := toString (.Values.framework | default "") -}}
+{{- if $fw -}}
+{{- $exact := printf "scripts/%s/*" $fw -}}
+{{- $short := printf "scripts/%s/*" (splitList "-" $fw | first) -}}
+{{- if gt (len (.Files.Glob $exact)) 0 }}{{ $exact }}{{ else if gt (len (.Files.Glob $short)) 0 }}{{ $short }}{{ end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Non-empty when the chart ships scripts for values.framework. */}}
+{{- define "mlrecipe.frameworkFiles" -}}
+{{- include "mlrecipe.frameworkGlob" . -}}
 {{- end -}}
 
 {{/* ConfigMap with the framework scripts (reference layout: flat file names). */}}
@@ -99,7 +110,7 @@ metadata:
   labels:
     {{- include "mlrecipe.labels" . | nindent 4 }}
 data:
-  {{- range $path, $_ := .Files.Glob (printf "scripts/%s/*" .Values.framework) }}
+  {{- range $path, $_ := .Files.Glob (include "mlrecipe.frameworkGlob" .) }}
   {{ base $path }}: {{ $.Files.Get $path | quote }}
   {{- end }}
 {{- end }}

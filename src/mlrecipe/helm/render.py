@@ -1,0 +1,152 @@
+"""Render the mlrecipe charts with Helm's own engine (helm_python embeds Helm's Go SDK).
+
+``render_chart`` returns the manifests as dicts in Helm's install order, ``render_text`` the YAML
+stream as ``helm template`` prints it. Schema violations raise :class:`ChartRenderError` whose
+``errors`` carry dotted field paths (``resources.nnodes: got string, want integer``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.helm._engine import LOCK, load_chart, parse_yaml
+
+_SCHEMA_LINE = re.compile(r"^- at '(?P<ptr>[^']*)': (?P<msg>.*)$")
+_ADDITIONAL = re.compile(r"additional propert(?:y|ies) (?P<names>.+) not allowed")
+
+#: Helm's install order of kinds (pkg/release/util/kind_sorter.go, InstallOrder), abridged.
+_INSTALL_ORDER = [
+    "PriorityClass", "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecurityPolicy",
+    "PodDisruptionBudget", "ServiceAccount", "Secret", "SecretList", "ConfigMap", "StorageClass",
+    "PersistentVolume", "PersistentVolumeClaim", "CustomResourceDefinition", "ClusterRole",
+    "ClusterRoleList", "ClusterRoleBinding", "ClusterRoleBindingList", "Role", "RoleList", "RoleBinding",
+    "RoleBindingList", "Service", "DaemonSet", "Pod", "ReplicationController", "ReplicaSet", "Deployment",
+    "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress", "APIService",
+]
+
+
+@dataclass(frozen=True)
+class SchemaError:
+    """One values-schema violation: a dotted field path ("" for the top level) and a message."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '<values>'}: {self.message}"
+
+
+class ChartRenderError(Exception):
+    """A chart failed to load, validate its values or render; ``errors`` lists schema violations."""
+
+    def __init__(self, chart: str, message: str, errors: list[SchemaError] | None = None) -> None:
+        self.chart = chart
+        self.errors = list(errors or [])
+        self.detail = message
+        lines = [f"{chart}: {message}"] if not self.errors else [f"{chart}: invalid values"]
+        lines += [f"  {e}" for e in self.errors]
+        super().__init__("\n".join(lines))
+
+
+def charts_root() -> Path:
+    """Directory ``charts/machine-learning`` of the source tree holding this package."""
+    return Path(__file__).resolve().parents[3] / "charts" / "machine-learning"
+
+
+def chart_path(catalog_name: str) -> Path:
+    """Chart directory of a catalog name such as ``training/pytorchjob-distributed``."""
+    path = charts_root() / catalog_name
+    if not (path / "Chart.yaml").is_file():
+        raise ChartRenderError(catalog_name, f"no chart at {path}")
+    return path
+
+
+def _pointer_to_path(pointer: str) -> str:
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.strip("/").split("/") if p]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out
+
+
+def parse_schema_errors(message: str) -> list[SchemaError]:
+    """Turn Helm's schema report ("- at '/a/b': msg" lines) into :class:`SchemaError` items.
+
+    An "additional properties 'x' not allowed" error names the offending key in the path.
+    """
+    errors: list[SchemaError] = []
+    for line in message.splitlines():
+        m = _SCHEMA_LINE.match(line.strip())
+        if not m:
+            continue
+        path, msg = _pointer_to_path(m.group("ptr")), m.group("msg")
+        extra = _ADDITIONAL.search(msg)
+        if extra:
+            for name in re.findall(r"'([^']+)'", extra.group("names")):
+                errors.append(SchemaError(f"{path}.{name}" if path else name, "unknown key (not allowed)"))
+            continue
+        errors.append(SchemaError(path, msg))
+    return errors
+
+
+def _render(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> list[tuple[str, str]]:
+    import helm_python
+
+    name = str(chart_dir)
+    try:
+        with LOCK:
+            chart = load_chart(str(Path(chart_dir).resolve()))
+            out = chart.render(values=values, name=release, namespace=namespace, is_install=True)
+    except helm_python.HelmValuesError as exc:
+        raise ChartRenderError(name, exc.detail, parse_schema_errors(exc.detail)) from exc
+    except helm_python.HelmError as exc:
+        raise ChartRenderError(name, getattr(exc, "detail", str(exc))) from exc
+    docs: list[tuple[str, str]] = []
+    for template in sorted(out, key=lambda t: (t.count("/charts/"), t)):
+        if "/templates/" not in template or Path(template).name.startswith("_"):
+            continue
+        if template.endswith("NOTES.txt"):
+            continue
+        for doc in re.split(r"(?m)^---\s*$", out[template]):
+            if doc.strip() and parse_yaml(doc) is not None:
+                docs.append((template, doc.strip("\n")))
+    return docs
+
+
+def _sorted(docs: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[str, str, dict[str, Any]]]:
+    rank = {kind: i for i, kind in enumerate(_INSTALL_ORDER)}
+    return sorted(
+        docs, key=lambda d: (rank.get(d[2].get("kind", ""), len(rank)), d[2].get("kind", ""),
+                             d[2].get("metadata", {}).get("name", ""))
+    )
+
+
+def _documents(chart_dir: Path, values: dict[str, Any], release: str, namespace: str):
+    parsed = [(t, d, parse_yaml(d)) for t, d in _render(chart_dir, values, release, namespace)]
+    return _sorted(parsed)
+
+
+def render_chart(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> list[dict[str, Any]]:
+    """Render ``chart_dir`` with ``values`` as release ``release`` in ``namespace``.
+
+    Returns the manifests as dicts in Helm's install order (kind order, then name).
+    Raises :class:`ChartRenderError` on schema violations (with field paths) and render failures.
+    """
+    return [obj for _, _, obj in _documents(Path(chart_dir), values, release, namespace)]
+
+
+def render_text(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> str:
+    """Render like :func:`render_chart` but return the YAML stream as ``helm template`` prints it."""
+    parts = [f"---\n# Source: {t}\n{d}\n" for t, d, _ in _documents(Path(chart_dir), values, release, namespace)]
+    return "".join(parts)
+
+
+def load_values_file(path: Path) -> dict[str, Any]:
+    """Read a values file (YAML mapping; empty file -> {})."""
+    data = parse_yaml(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ChartRenderError(str(path), "a values file must hold a mapping")
+    return data

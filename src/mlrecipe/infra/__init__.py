@@ -1,0 +1,1 @@
+"""Cluster infrastructure helpers: eksctl ClusterConfig generation and the ``doctor`` preflight."""
