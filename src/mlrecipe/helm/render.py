@@ -19,12 +19,42 @@ _ADDITIONAL = re.compile(r"additional propert(?:y|ies) (?P<names>.+) not allowed
 
 #: Helm's install order of kinds (pkg/release/util/kind_sorter.go, InstallOrder), abridged.
 _INSTALL_ORDER = [
-    "PriorityClass", "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange", "PodSecurityPolicy",
-    "PodDisruptionBudget", "ServiceAccount", "Secret", "SecretList", "ConfigMap", "StorageClass",
-    "PersistentVolume", "PersistentVolumeClaim", "CustomResourceDefinition", "ClusterRole",
-    "ClusterRoleList", "ClusterRoleBinding", "ClusterRoleBindingList", "Role", "RoleList", "RoleBinding",
-    "RoleBindingList", "Service", "DaemonSet", "Pod", "ReplicationController", "ReplicaSet", "Deployment",
-    "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress", "APIService",
+    "PriorityClass",
+    "Namespace",
+    "NetworkPolicy",
+    "ResourceQuota",
+    "LimitRange",
+    "PodSecurityPolicy",
+    "PodDisruptionBudget",
+    "ServiceAccount",
+    "Secret",
+    "SecretList",
+    "ConfigMap",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleList",
+    "ClusterRoleBinding",
+    "ClusterRoleBindingList",
+    "Role",
+    "RoleList",
+    "RoleBinding",
+    "RoleBindingList",
+    "Service",
+    "DaemonSet",
+    "Pod",
+    "ReplicationController",
+    "ReplicaSet",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+    "StatefulSet",
+    "Job",
+    "CronJob",
+    "IngressClass",
+    "Ingress",
+    "APIService",
 ]
 
 
@@ -89,10 +119,19 @@ def parse_schema_errors(message: str) -> list[SchemaError]:
                 errors.append(SchemaError(f"{path}.{name}" if path else name, "unknown key (not allowed)"))
             continue
         errors.append(SchemaError(path, msg))
-    return errors
+    # Helm also reports each parent of a failing field ("validation failed"): keep the leaves.
+    return [
+        e
+        for e in errors
+        if not (
+            e.message == "validation failed" and any(o.path != e.path and o.path.startswith(e.path) for o in errors)
+        )
+    ]
 
 
-def _render(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> list[tuple[str, str]]:
+def _render(
+    chart_dir: Path, values: dict[str, Any], release: str, namespace: str
+) -> list[tuple[str, str, dict[str, Any]]]:
     import helm_python
 
     name = str(chart_dir)
@@ -104,29 +143,33 @@ def _render(chart_dir: Path, values: dict[str, Any], release: str, namespace: st
         raise ChartRenderError(name, exc.detail, parse_schema_errors(exc.detail)) from exc
     except helm_python.HelmError as exc:
         raise ChartRenderError(name, getattr(exc, "detail", str(exc))) from exc
-    docs: list[tuple[str, str]] = []
+    docs: list[tuple[str, str, dict[str, Any]]] = []
     for template in sorted(out, key=lambda t: (t.count("/charts/"), t)):
         if "/templates/" not in template or Path(template).name.startswith("_"):
             continue
         if template.endswith("NOTES.txt"):
             continue
         for doc in re.split(r"(?m)^---\s*$", out[template]):
-            if doc.strip() and parse_yaml(doc) is not None:
-                docs.append((template, doc.strip("\n")))
+            obj = parse_yaml(doc) if doc.strip() else None
+            if obj is not None:
+                docs.append((template, doc.strip("\n"), obj))
     return docs
 
 
 def _sorted(docs: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[str, str, dict[str, Any]]]:
     rank = {kind: i for i, kind in enumerate(_INSTALL_ORDER)}
     return sorted(
-        docs, key=lambda d: (rank.get(d[2].get("kind", ""), len(rank)), d[2].get("kind", ""),
-                             d[2].get("metadata", {}).get("name", ""))
+        docs,
+        key=lambda d: (
+            rank.get(d[2].get("kind", ""), len(rank)),
+            d[2].get("kind", ""),
+            d[2].get("metadata", {}).get("name", ""),
+        ),
     )
 
 
 def _documents(chart_dir: Path, values: dict[str, Any], release: str, namespace: str):
-    parsed = [(t, d, parse_yaml(d)) for t, d in _render(chart_dir, values, release, namespace)]
-    return _sorted(parsed)
+    return _sorted(_render(chart_dir, values, release, namespace))
 
 
 def render_chart(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> list[dict[str, Any]]:

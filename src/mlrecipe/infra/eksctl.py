@@ -150,6 +150,8 @@ def build_cluster_config(opts: ClusterOptions) -> dict[str, Any]:
             "subnets": {"private": {az: {"id": opts.private_subnets[az]} for az in opts.azs}},
         }
     config["iam"] = {"withOIDC": True}
+    # Addons that need AWS permissions (EBS / EFS CSI) get them through EKS Pod Identity.
+    config["addonsConfig"] = {"autoApplyPodIdentityAssociations": True}
     config["addons"] = [
         {"name": name}
         for name in (

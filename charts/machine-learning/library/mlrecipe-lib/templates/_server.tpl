@@ -48,13 +48,13 @@ Usage: include "mlrecipe.serverProbes" (dict "ctx" $ "live" "/v2/health/live" "r
 {{- end }}
 {{- end -}}
 
-{{/* Replicas: server.autoscaling.{minReplicas,maxReplicas}, else resources.{min_replicas,max_replicas}. Usage: include "mlrecipe.replicas" (list $ "min") */}}
+{{/* Replicas: resources.{min_replicas,max_replicas} when set, else server.autoscaling.{minReplicas,maxReplicas}. Usage: include "mlrecipe.replicas" (list $ "min") */}}
 {{- define "mlrecipe.replicas" -}}
 {{- $ctx := index . 0 -}}
 {{- $as := ($ctx.Values.server | default dict).autoscaling | default dict -}}
 {{- $r := $ctx.Values.resources | default dict -}}
-{{- $min := $as.minReplicas | default $r.min_replicas | default 1 | int -}}
-{{- if eq (index . 1) "min" }}{{ $min }}{{ else }}{{ $as.maxReplicas | default $r.max_replicas | default $min | int | max $min }}{{ end -}}
+{{- $min := $r.min_replicas | default $as.minReplicas | default 1 | int -}}
+{{- if eq (index . 1) "min" }}{{ $min }}{{ else }}{{ $r.max_replicas | default $as.maxReplicas | default $min | int | max $min }}{{ end -}}
 {{- end -}}
 
 {{/* Container resources of a server: resources.{requests,limits}, else resources.resources.* (reference examples), else server.resources.*. */}}

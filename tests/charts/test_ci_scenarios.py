@@ -1,0 +1,54 @@
+"""Every chart x every ci/ scenario renders through Helm, passes Kubernetes 1.33 strict schemas and
+its CRD schemas, and matches its golden file (refresh with --update-golden)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mlrecipe.helm.render import charts_root, load_values_file, render_chart, render_text
+from mlrecipe.helm.validate import validate_manifests
+from tests.charts.chart_cases import NAMESPACE, RELEASE, golden_path, scenarios
+
+SCENARIOS = scenarios()
+_RUNTIME = re.compile(r'(?m)^(  step_runtime\.py: )".*"$')
+
+
+def _id(item: tuple[str, Path]) -> str:
+    return f"{item[0]}:{item[1].name}"
+
+
+def test_every_chart_has_scenarios() -> None:
+    charts = {name for name, _ in SCENARIOS}
+    expected = {p.parent.relative_to(charts_root()).as_posix() for p in charts_root().glob("*/*/Chart.yaml")}
+    assert charts == expected - {"library/mlrecipe-lib"}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_id)
+def test_renders_and_validates(scenario: tuple[str, Path]) -> None:
+    name, values_file = scenario
+    objs = render_chart(charts_root() / name, load_values_file(values_file), RELEASE, NAMESPACE)
+    assert objs, "nothing rendered"
+    assert validate_manifests(objs, kube_version="1.33") == []
+    for obj in objs:
+        assert len(obj["metadata"]["name"]) <= 63
+        labels = obj["metadata"].get("labels", {})
+        assert labels.get("app.kubernetes.io/instance") == RELEASE
+        assert labels.get("app.kubernetes.io/managed-by") == "Helm"
+        assert "mlrecipe.io/step" in labels
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=_id)
+def test_golden(scenario: tuple[str, Path], update_golden: bool) -> None:
+    name, values_file = scenario
+    text = render_text(charts_root() / name, load_values_file(values_file), RELEASE, NAMESPACE)
+    # The runtime source is checked by test_vendoring; keep the goldens free of its churn.
+    text = _RUNTIME.sub(r'\1"<src/mlrecipe/runtime/step_runtime.py>"', text)
+    path = golden_path(name, values_file)
+    if update_golden or not path.exists():
+        path.write_text(text, encoding="utf-8")
+        if not update_golden:
+            pytest.fail(f"golden file {path.name} was missing and has been written; review and rerun")
+    assert text == path.read_text(encoding="utf-8"), f"{path.name} differs; rerun with --update-golden"

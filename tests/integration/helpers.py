@@ -1,0 +1,55 @@
+"""Helpers for integration tests that run the real CLI and real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import BIN, REPO, cli_env
+
+MLRECIPE = [str(BIN / "mlrecipe")]
+
+
+def cli(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``mlrecipe ARGS`` to completion."""
+    return subprocess.run([*MLRECIPE, *args], env=cli_env(home), capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO)
+
+
+def start_cli(home: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*MLRECIPE, *args], env=cli_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=REPO)
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def release_processes(release: str) -> list[psutil.Process]:
+    """Live processes started for ``release`` (found by the env every node inherits)."""
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get("MLRECIPE_RELEASE") == release and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def state(home: Path, release: str, namespace: str = "default") -> dict:
+    return json.loads((home / "releases" / "local" / namespace / release / "state.json").read_text())
+
+
+def python() -> str:
+    return sys.executable
