@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -9,10 +10,8 @@ import pytest
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """``--update-golden`` rewrites tests/charts/golden/ (review the diff)."""
-    try:
+    with contextlib.suppress(ValueError):  # already registered by tests/conftest.py
         parser.addoption("--update-golden", action="store_true", default=False, help="rewrite golden files")
-    except ValueError:  # already registered by tests/conftest.py
-        pass
 
 
 @pytest.fixture

@@ -21,7 +21,11 @@ CASES = [
     ("data-prep/data-process", {"pvc": [{"name": "pv-fsx"}]}, "pvc[0]"),
     ("model-prep/hf-snapshot", {"env": [{"name": "HF_TOKEN", "value": "hf_secret"}]}, "env[0]"),
     ("model-prep/hf-snapshot", {"hf_token": "hf_secret"}, "hf_token"),
-    ("serving/triton-inference-server", {"server": {"ports": [{"name": "http", "value": "eighty"}]}}, "server.ports"),
+    (
+        "serving/triton-inference-server",
+        {"server": {"ports": [{"name": "http", "value": "eighty"}]}},
+        "server.ports",
+    ),
     ("serving/triton-inference-server-lws", {"lws": {"worker_mode": "busy"}}, "lws.worker_mode"),
     ("serving/rayserve", {"pre_script": ["echo dropped"]}, "pre_script"),
     ("serving/generic-server", {"step_name": "Not A Label"}, "step_name"),

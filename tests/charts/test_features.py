@@ -80,8 +80,8 @@ def test_indexed_job_env_contract() -> None:
 
 
 def test_mpijob_launcher_runs_mpirun_over_the_runtime() -> None:
-    values = {"image": "i", "resources": {"num_nodes": 2, "procs_per_node": 4},
-              "mpirun": {"args": ["--allow-run-as-root", "--output-filename", "$LOG_ROOT/{{ .Release.Name }}"]}}  # fmt: skip
+    args = ["--allow-run-as-root", "--output-filename", "$LOG_ROOT/{{ .Release.Name }}"]
+    values = {"image": "i", "resources": {"num_nodes": 2, "procs_per_node": 4}, "mpirun": {"args": args}}
     job = _kind(_render("training/mpijob", values), "MPIJob")
     assert job["spec"]["slotsPerWorker"] == 4
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2

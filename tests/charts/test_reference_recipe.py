@@ -39,7 +39,8 @@ pre_script:
   - export LOGS_DIR=$HOME/logs/$HOSTNAME
   - mkdir -p $LOGS_DIR
   - export OUTPUT_LOG=$LOGS_DIR/pretrain.log
-  - export DISTRIBUTED_ARGS="--nnodes $PET_NNODES --nproc_per_node $PET_NPROC_PER_NODE --master_addr $PET_MASTER_ADDR --master_port $PET_MASTER_PORT --node_rank $PET_NODE_RANK"
+  - export DISTRIBUTED_ARGS="--nnodes $PET_NNODES --nproc_per_node $PET_NPROC_PER_NODE
+      --master_addr $PET_MASTER_ADDR --master_port $PET_MASTER_PORT --node_rank $PET_NODE_RANK"
 train:
   env:
     - name: HOME

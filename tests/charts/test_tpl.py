@@ -9,11 +9,9 @@ from mlrecipe.helm.tpl import TemplateError, expand_templates
 
 def test_expressions_are_evaluated() -> None:
     values = {"resources": {"num_nodes": 2, "procs_per_node": 4}}
-    out = expand_templates(
-        ["/efs/home/{{ .Release.Name }}", "plain $HOME", "{{ mul .Values.resources.num_nodes .Values.resources.procs_per_node }}",
-         "{{ .Release.Namespace }}"],
-        values, "rel", "ns",
-    )  # fmt: skip
+    mul = "{{ mul .Values.resources.num_nodes .Values.resources.procs_per_node }}"
+    strings = ["/efs/home/{{ .Release.Name }}", "plain $HOME", mul, "{{ .Release.Namespace }}"]
+    out = expand_templates(strings, values, "rel", "ns")
     assert out == ["/efs/home/rel", "plain $HOME", "8", "ns"]
 
 

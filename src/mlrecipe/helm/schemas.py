@@ -60,7 +60,10 @@ TOLERATION = obj(
         "key": S,
         "operator": {"type": ["string", "null"], "enum": ["Exists", "Equal", None]},
         "value": {"type": ["string", "number", "boolean", "null"]},
-        "effect": {"type": ["string", "null"], "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute", "", None]},
+        "effect": {
+            "type": ["string", "null"],
+            "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute", "", None],
+        },
         "toleration_seconds": INT,
     }
 )
@@ -81,7 +84,10 @@ PROBE = obj(
 COMMON: dict[str, Any] = {
     "global": {"type": "object"},
     "mlrecipe-lib": {"type": "object"},
-    "image": {"anyOf": [S, obj({"name": S, "pull_policy": S})], "description": "Image, or {name, pull_policy}."},
+    "image": {
+        "anyOf": [S, obj({"name": S, "pull_policy": S})],
+        "description": "Image, or {name, pull_policy}.",
+    },
     "image_pull_policy": {"type": ["string", "null"], "enum": ["Always", "IfNotPresent", "Never", None]},
     "step_name": {
         "type": ["string", "null"],
@@ -121,8 +127,14 @@ COMMON: dict[str, Any] = {
     "kueue": obj({"queue_name": S, "priority_class": S}, "Kueue queue-name / priority-class labels."),
     "hyperpod": obj({"enabled": BOOL, "auto_restart": BOOL, "max_retry": POS}, "SageMaker HyperPod overlay."),
     "scheduler_name": S,
-    "node_selector": {"type": ["object", "null"], "additionalProperties": {"type": ["string", "number", "boolean"]}},
-    "launcher": {"type": ["object", "null"], "description": "mlrecipe launcher block (expanded by mlrecipe)."},
+    "node_selector": {
+        "type": ["object", "null"],
+        "additionalProperties": {"type": ["string", "number", "boolean"]},
+    },
+    "launcher": {
+        "type": ["object", "null"],
+        "description": "mlrecipe launcher block (expanded by mlrecipe).",
+    },
 }
 
 
@@ -198,7 +210,13 @@ SPECIFIC: dict[str, dict[str, Any]] = {
     "training/pytorchjob-elastic": {
         "train": block("Training command block."),
         "elastic_policy": obj(
-            {"rdzv_backend": S, "rdzv_port": POS, "min_replicas": POS, "max_replicas": POS, "max_restarts": INT},
+            {
+                "rdzv_backend": S,
+                "rdzv_port": POS,
+                "min_replicas": POS,
+                "max_replicas": POS,
+                "max_restarts": INT,
+            },
             "PyTorchJob elasticPolicy.",
         ),
     },

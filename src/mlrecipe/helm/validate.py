@@ -70,7 +70,11 @@ def _crd_validators(directory: str) -> dict[tuple[str, str], Any]:
                 schema = _close(copy.deepcopy(schema))
                 # apiVersion/kind/metadata are checked by the API server itself.
                 schema.setdefault("properties", {}).update(
-                    {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}
+                    {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                    }
                 )
                 key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
                 found[key] = jsonschema.Draft7Validator(schema)

@@ -60,9 +60,15 @@ metadata:
     {{- include "mlrecipe.labels" $ctx | nindent 4 }}
 data:
   step_runtime.py: {{ include "mlrecipe.runtimeSource" $ctx | quote }}
-  step.json: {{ include "mlrecipe.stepProgram" . | quote }}
+  step.json: |-
+    {{- include "mlrecipe.stepProgram" . | nindent 4 }}
   {{- range $k, $val := (.extra | default dict) }}
+  {{- if hasSuffix ".json" $k }}
+  {{ $k }}: |-
+    {{- $val | nindent 4 }}
+  {{- else }}
   {{ $k }}: {{ $val | quote }}
+  {{- end }}
   {{- end }}
 {{- end -}}
 
@@ -76,7 +82,7 @@ command:
 
 {{/*
 Container env: the command block's env (tpl applied to each value), MLRECIPE_RELEASE,
-MLRECIPE_STEP and the chart's extra entries (list of EnvVar maps).
+MLRECIPE_STEP, MLRECIPE_NAMESPACE and the chart's extra entries (list of EnvVar maps).
 Usage: include "mlrecipe.env" (dict "ctx" $ "env" <list of {name,value}> "extra" <list>)
 */}}
 {{- define "mlrecipe.env" -}}
@@ -86,6 +92,8 @@ env:
     value: {{ $ctx.Release.Name | quote }}
   - name: MLRECIPE_STEP
     value: {{ include "mlrecipe.stepName" $ctx | quote }}
+  - name: MLRECIPE_NAMESPACE
+    value: {{ $ctx.Release.Namespace | quote }}
   {{- range (.extra | default list) }}
   - {{ toYaml . | indent 4 | trim }}
   {{- end }}
