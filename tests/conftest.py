@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -14,10 +15,8 @@ BIN = Path(sys.executable).parent
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    try:
+    with contextlib.suppress(ValueError):
         parser.addoption("--update-golden", action="store_true", default=False, help="rewrite golden files")
-    except ValueError:
-        pass
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def start_cli(home: Path, *args: str) -> subprocess.Popen[str]:
                             text=True, cwd=REPO)
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2) -> None:  # noqa: ANN001
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.2) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

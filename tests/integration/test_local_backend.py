@@ -204,12 +204,9 @@ def test_uninstall_is_idempotent(tmp_path: Path, mlhome: Path) -> None:
 @pytest.mark.skipif(shutil.which("mpirun") is None and not os.environ.get("CI"),
                     reason="Open MPI is not installed here (make test installs it)")
 def test_mpijob_runs_ranks_with_mpirun(tmp_path: Path, mlhome: Path) -> None:
-    recipe = write(tmp_path / "mpi.yaml", """
-        resources: {nnodes: 2, nproc_per_node: 1}
-        launcher:
-          type: mpirun
-          script: -c
-          args: ["'import os; print(\\"mpi-rank\\", os.environ[\\"OMPI_COMM_WORLD_RANK\\"], \\"of\\", os.environ[\\"OMPI_COMM_WORLD_SIZE\\"])'"]
+    recipe = write(tmp_path / "mpi.yaml", f"""
+        resources: {{nnodes: 2, nproc_per_node: 1}}
+        launcher: {{type: mpirun, script: {ASSETS}/mpi_rank.py}}
         """)
     result = cli(mlhome, "install", "mpi", "training/mpijob", "-f", str(recipe), timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
