@@ -56,6 +56,7 @@ class ReleaseRunner:
     display: Display
     options: dict[str, Any] = field(default_factory=dict)
     force: bool = False
+    _said: set[str] = field(default_factory=set)
 
     @property
     def context(self) -> ReleaseContext:
@@ -128,6 +129,10 @@ class ReleaseRunner:
         problems = getattr(self.backend, "preflight", lambda _p: [])(plan)
         if problems:
             return self._finish(record, rec, StepOutcome("failed", None, "; ".join(problems)), 0.0)
+        for note in getattr(plan, "notes", []):
+            if note not in self._said:
+                self._said.add(note)
+                self.display.say(f"note: {note}")
         started = time.monotonic()
         self.display.step_started(step.name, step.chart.name, len(getattr(plan, "nodes", [None])))
         running: RunningStep | None = None
