@@ -8,6 +8,7 @@ from mlrecipe.backends.base import Backend
 
 BACKENDS: dict[str, str] = {
     "local": "mlrecipe.backends.local.backend:LocalBackend",
+    "kubernetes": "mlrecipe.backends.kubernetes.backend:KubernetesBackend",
 }
 
 DEFAULT_BACKEND = "local"

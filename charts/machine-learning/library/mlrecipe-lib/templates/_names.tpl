@@ -1,16 +1,23 @@
 {{/*
-Names. Every object name is "<prefix>-<release>" cut to 63 characters (DNS label).
+Names. Every object name is "<prefix>-<release>" ("<prefix>-<release>-<step_name>" when the values set
+step_name, as mlrecipe does so that the steps of one release never share an object name), at most 63
+characters (DNS label): a longer name is cut and ends with 8 characters of its sha256.
 Usage: include "mlrecipe.name" (list $ "pytorchjob")
 */}}
 {{- define "mlrecipe.name" -}}
 {{- $ctx := index . 0 -}}
 {{- $prefix := index . 1 -}}
 {{- $max := 63 -}}
-{{- if gt (len .) 2 }}{{ $max = index . 2 }}{{ end -}}
-{{- if $prefix -}}
-{{- printf "%s-%s" $prefix $ctx.Release.Name | trunc (int $max) | trimSuffix "-" -}}
+{{- if gt (len .) 2 }}{{ $max = int (index . 2) }}{{ end -}}
+{{- $parts := list -}}
+{{- if $prefix }}{{ $parts = append $parts $prefix }}{{ end -}}
+{{- $parts = append $parts $ctx.Release.Name -}}
+{{- with $ctx.Values.step_name }}{{ $parts = append $parts . }}{{ end -}}
+{{- $full := join "-" $parts -}}
+{{- if le (len $full) $max -}}
+{{- $full -}}
 {{- else -}}
-{{- $ctx.Release.Name | trunc (int $max) | trimSuffix "-" -}}
+{{- printf "%s-%s" ($full | trunc (int (sub $max 9)) | trimSuffix "-") ($full | sha256sum | trunc 8) -}}
 {{- end -}}
 {{- end -}}
 

@@ -1,0 +1,102 @@
+"""The Kubernetes backend: each step is one Helm release ``<release>-<step>`` of its rendered chart.
+
+``plan()`` renders the step's chart with Helm's own engine; ``submit()`` installs exactly those
+manifests; ``poll()`` reads the workload's own status and the pods' reasons; logs of rank N are
+copied to ``<step dir>/rank-N.log``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.backends.base import Backend, Plan, ReleaseContext, RunningStep, StepOutcome
+from mlrecipe.backends.kubernetes import cluster, status
+from mlrecipe.backends.kubernetes.plan import KubernetesPlan, render_step
+from mlrecipe.spec.catalog import StepKind
+from mlrecipe.spec.load import StepSpec
+
+
+class KubernetesBackend(Backend):
+    """Runs steps as Helm releases on a Kubernetes cluster; see the module docstring."""
+
+    name = "kubernetes"
+    kinds = frozenset(StepKind)
+
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> KubernetesPlan:
+        return render_step(step, ctx)
+
+    def submit(self, plan: Plan, ctx: ReleaseContext) -> KubernetesRunningStep:
+        assert isinstance(plan, KubernetesPlan)
+        workload = plan.workload() or {}
+        labels = (workload.get("metadata") or {}).get("labels") or {}
+        selector = f"app.kubernetes.io/instance={plan.release}"
+        if labels.get("mlrecipe.io/step"):
+            selector += f",mlrecipe.io/step={labels['mlrecipe.io/step']}"
+        handle = {
+            "helm_release": plan.helm_release,
+            "namespace": plan.namespace,
+            "release": plan.release,
+            "kind": workload.get("kind"),
+            "name": (workload.get("metadata") or {}).get("name"),
+            "selector": selector,
+        }
+        running = KubernetesRunningStep(handle, ctx.options, ctx.step_dir(plan.step))
+        try:
+            cluster.install(plan, ctx.options)
+        except Exception as exc:
+            running.fail(f"helm install {plan.helm_release} in {plan.namespace} failed: {exc}")
+        return running
+
+    def cancel_handle(self, handle: dict[str, Any]) -> None:
+        cluster.uninstall(handle["helm_release"], handle["namespace"], {})
+
+    def handle_alive(self, handle: dict[str, Any]) -> bool:
+        if not handle.get("kind"):
+            return False
+        obj = cluster.get_object(handle["kind"], handle["name"], handle["namespace"], {})
+        return obj is not None and status.workload_outcome(obj) is None
+
+    def log_path(self, ctx: ReleaseContext, step: str, rank: int = 0) -> Path:
+        """Where the log streamed from the pod of ``rank`` is written."""
+        return ctx.step_dir(step) / f"rank-{rank}.log"
+
+
+class KubernetesRunningStep(RunningStep):
+    """A step installed on the cluster, watched through its workload object and pods."""
+
+    def __init__(self, handle: dict[str, Any], options: dict[str, Any], step_dir: Path) -> None:
+        self.handle = handle
+        self.options = options
+        self.step_dir = step_dir
+        self._outcome: StepOutcome | None = None
+
+    def fail(self, message: str) -> None:
+        """End the step before anything ran (the install was refused)."""
+        self._outcome = StepOutcome("failed", None, message)
+
+    def _pods(self) -> list[dict[str, Any]]:
+        return cluster.list_pods(self.handle["namespace"], self.handle["selector"], self.options)
+
+    def _copy_logs(self, pods: list[dict[str, Any]]) -> None:
+        self.step_dir.mkdir(parents=True, exist_ok=True)
+        for i, pod in enumerate(pods):
+            rank = status.pod_rank(pod)
+            name = pod["metadata"]["name"]
+            text = cluster.pod_log(name, self.handle["namespace"], self.options)
+            if text:
+                (self.step_dir / f"rank-{rank if rank is not None else i}.log").write_text(text, encoding="utf-8")
+
+    def poll(self) -> StepOutcome | None:
+        if self._outcome is not None or not self.handle.get("kind"):
+            return self._outcome
+        obj = cluster.get_object(self.handle["kind"], self.handle["name"], self.handle["namespace"], self.options)
+        if obj is None:
+            return None
+        pods = self._pods()
+        self._copy_logs(pods)
+        self._outcome = status.step_outcome(obj, pods)
+        return self._outcome
+
+    def cancel(self) -> None:
+        cluster.uninstall(self.handle["helm_release"], self.handle["namespace"], self.options)

@@ -1,0 +1,72 @@
+"""Status interpretation of the Kubernetes backend.
+
+The fixtures under ``fixtures/`` are recorded API responses (PyTorchJob, Job, RayJob objects and
+PodLists as ``kubectl get -o json`` returns them): no API server runs in this test environment.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlrecipe.backends.kubernetes.status import step_outcome, stuck_reason, workload_outcome
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("fixture", "state"),
+    [
+        ("pytorchjob-succeeded", "succeeded"),
+        ("pytorchjob-running", None),
+        ("pytorchjob-failed", "failed"),
+        ("job-complete", "succeeded"),
+        ("job-failed", "failed"),
+        ("rayjob-succeeded", "succeeded"),
+        ("rayjob-running", None),
+        ("rayjob-failed", "failed"),
+    ],
+)
+def test_workload_outcome(fixture: str, state: str | None) -> None:
+    outcome = workload_outcome(load(fixture))
+    assert (outcome.state if outcome else None) == state
+
+
+def test_pytorchjob_failure_names_oomkilled_rank() -> None:
+    outcome = step_outcome(load("pytorchjob-failed"), load("pods-oomkilled")["items"])
+    assert outcome is not None and outcome.state == "failed"
+    assert "1 Worker replica(s) failed" in outcome.message
+    assert "pytorchjob-raw-ddp-worker-0 container pytorch: OOMKilled, exit code 137" in outcome.message
+    assert outcome.failed_rank == 1 and outcome.exit_code == 137
+
+
+def test_job_failure_carries_exit_code() -> None:
+    outcome = step_outcome(load("job-failed"), load("pods-job-exit")["items"])
+    assert outcome is not None
+    assert outcome.exit_code == 3 and outcome.failed_rank == 0
+    assert "BackoffLimitExceeded" in outcome.message and "exit code 3" in outcome.message
+
+
+def test_rayjob_failure_message() -> None:
+    outcome = workload_outcome(load("rayjob-failed"))
+    assert outcome is not None and "exit code 1" in outcome.message
+
+
+def test_running_workload_is_not_failed_by_pending_pods() -> None:
+    pods = load("pods-pending")["items"]
+    assert step_outcome(load("pytorchjob-running"), pods) is None
+    reason = stuck_reason(pods)
+    assert "ImagePullBackOff" in reason and "24.10-py4" in reason
+    assert "Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu" in reason
+
+
+def test_success_ignores_pod_history() -> None:
+    outcome = step_outcome(load("pytorchjob-succeeded"), load("pods-oomkilled")["items"])
+    assert outcome is not None and outcome.state == "succeeded" and outcome.exit_code == 0
