@@ -45,6 +45,20 @@ SetOpt = Annotated[
 ]
 
 
+def _install_inputs(
+    release: str, chart: str, values: list[Path], sets: list[str] | None, namespace: str | None
+) -> dict[str, object]:
+    """The recorded inputs of a one-step release (what ``resume`` reloads)."""
+    return {
+        "kind": "install",
+        "release": release,
+        "chart": chart,
+        "files": [str(p.resolve()) for p in values],
+        "sets": list(sets or []),
+        "namespace": namespace or "default",
+    }
+
+
 @app.command()
 def install(
     release: Annotated[str, typer.Argument(help="Release name")],
@@ -60,14 +74,7 @@ def install(
     """Run one step: CHART with the recipe(s) given by -f, as release RELEASE."""
     from mlrecipe.cli import execute
 
-    inputs = {
-        "kind": "install",
-        "release": release,
-        "chart": chart,
-        "files": [str(p.resolve()) for p in values],
-        "sets": list(set_ or []),
-        "namespace": namespace or "default",
-    }
+    inputs = _install_inputs(release, chart, values, set_, namespace)
     raise typer.Exit(execute.run_inputs(inputs, backend, dry_run, force, out))
 
 
@@ -102,14 +109,7 @@ def template(
     """Print exactly what would run: per node argv/env/script, manifests, or a batch script."""
     from mlrecipe.cli import execute
 
-    inputs = {
-        "kind": "install",
-        "release": release,
-        "chart": chart,
-        "files": [str(p.resolve()) for p in values],
-        "sets": list(set_ or []),
-        "namespace": namespace or "default",
-    }
+    inputs = _install_inputs(release, chart, values, set_, namespace)
     raise typer.Exit(execute.run_inputs(inputs, backend, True, False, "text"))
 
 

@@ -57,16 +57,6 @@ FRAMEWORKS: dict[str, list[str]] = {
     "neuronx": ["torch_neuronx"],
 }
 
-# Operators (CRD name, served version, kind) by the workload they run.
-OPERATORS = {
-    "pytorchjob": ("pytorchjobs.kubeflow.org", "v1", "PyTorchJob"),
-    "mpijob": ("mpijobs.kubeflow.org", "v2beta1", "MPIJob"),
-    "rayjob": ("rayjobs.ray.io", "v1", "RayJob"),
-    "rayservice": ("rayservices.ray.io", "v1", "RayService"),
-    "raycluster": ("rayclusters.ray.io", "v1", "RayCluster"),
-    "lws": ("leaderworkersets.leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"),
-}
-
 GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
 NEURON_RESOURCES = ("aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "aws.amazon.com/neurondevice")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlrecipe.infra.doctor.base import Check, CheckResult
@@ -165,12 +166,21 @@ def _gpus(sinfo: _Sinfo, req: Requirements) -> CheckResult:
     )
 
 
+def _needs_tools(probe: Callable[[], CheckResult]) -> Callable[[], CheckResult]:
+    def run() -> CheckResult:
+        if shutil.which("scontrol") is None or shutil.which("sinfo") is None:
+            return CheckResult.skip("skipped: the Slurm client tools are missing")
+        return probe()
+
+    return run
+
+
 def checks(req: Requirements) -> list[Check]:
     """The Slurm backend's checks for ``req``."""
     sinfo = _Sinfo()
     return [
         Check("slurm client tools", True, _tools),
-        Check("controller reachable", True, _ping),
-        Check("partitions", True, lambda: _partitions(sinfo, req)),
-        Check("GPUs per node", req.resources.get(GPU, 0) > 0, lambda: _gpus(sinfo, req)),
+        Check("controller reachable", True, _needs_tools(_ping)),
+        Check("partitions", True, _needs_tools(lambda: _partitions(sinfo, req))),
+        Check("GPUs per node", req.resources.get(GPU, 0) > 0, _needs_tools(lambda: _gpus(sinfo, req))),
     ]

@@ -1,0 +1,36 @@
+"""``mlrecipe doctor``: check that a backend has what a recipe needs, and say how to fix what is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def doctor(
+    backend: Annotated[str, typer.Option("--backend", "-b", help="local (default), slurm or kubernetes")] = "local",
+    recipe: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="Recipe or pipeline: check for its framework, resources and claims"),
+    ] = None,
+    context: Annotated[str | None, typer.Option("--context", help="kubeconfig context (kubernetes)")] = None,
+    namespace: Annotated[
+        str, typer.Option("--namespace", "-n", help="Namespace of ML workloads (kubernetes)")
+    ] = "kubeflow-user-example-com",
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json")] = "text",
+) -> None:
+    """Preflight a backend: exit 0 when every blocking check passes, 1 when one fails, 2 for bad input.
+
+    local: Python packages of the recipe's framework, GPUs, the volume root. slurm: controller,
+    partitions, GPUs per node. kubernetes: context, operator CRDs, device plugins, allocatable
+    accelerators, storage classes, pv-* claims bound.
+    """
+    from mlrecipe.infra.doctor.runner import run_doctor
+
+    raise typer.Exit(run_doctor(backend, recipe, context=context, namespace=namespace, output=output))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``doctor`` command to the ``mlrecipe`` app."""
+    app.command("doctor")(doctor)
