@@ -26,12 +26,13 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Debian packages the integration tests use (Open MPI, util-linux's unshare, git).
+# Debian packages the integration tests use (Open MPI, util-linux's unshare, git, Slurm + munge).
 system-deps:
 	@missing=""; \
 	command -v mpirun >/dev/null || missing="$$missing openmpi-bin libopenmpi-dev"; \
 	command -v unshare >/dev/null || missing="$$missing util-linux"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	command -v slurmctld >/dev/null || missing="$$missing slurm-wlm munge"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; exit 1; fi; \
