@@ -46,7 +46,7 @@ def load_config() -> Config:
         return Config()
     from pydantic import ValidationError
 
-    from mlrecipe.spec.load import _pydantic_issues, _Sources
+    from mlrecipe.spec.issues import ValueSources, pydantic_issues
     from mlrecipe.spec.yamlfile import load_yaml
 
     doc = load_yaml(path)
@@ -54,7 +54,7 @@ def load_config() -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_pydantic_issues(exc, data, _Sources([(doc, (), "")]))) from None
+        raise SpecError(pydantic_issues(exc, data, ValueSources([(doc, (), "")]))) from None
 
 
 def release_dir(backend: str, namespace: str, release: str) -> Path:

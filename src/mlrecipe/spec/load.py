@@ -5,14 +5,13 @@ Every problem of every input is collected and reported at once with file, line a
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from mlrecipe.spec import recipe as recipe_models
 from mlrecipe.spec.catalog import (
@@ -23,6 +22,7 @@ from mlrecipe.spec.catalog import (
     lookup,
 )
 from mlrecipe.spec.errors import SpecError, SpecIssue, format_path
+from mlrecipe.spec.issues import ValueSources, pydantic_issues
 from mlrecipe.spec.launcher import expand_launcher
 from mlrecipe.spec.pipeline import Pipeline
 from mlrecipe.spec.recipe import COMMAND_BLOCKS, Recipe
@@ -94,102 +94,7 @@ class ReleaseSpec:
         raise KeyError(name)
 
 
-@dataclass
-class _Sources:
-    """Where each value came from, to name the file and line of an error."""
-
-    entries: list[tuple[YamlDoc, Loc, str]] = field(default_factory=list)  # doc, loc prefix, display prefix
-
-    def locate(self, loc: Loc) -> tuple[str, int | None, str]:
-        best: tuple[int, int, YamlDoc, Loc, str] | None = None
-        for order, (doc, prefix, shown) in enumerate(self.entries):
-            full = tuple(prefix) + tuple(loc)
-            depth = len(full)
-            while depth >= len(prefix):
-                if full[:depth] in doc.lines:
-                    break
-                depth -= 1
-            if depth < len(prefix) or full[:depth] not in doc.lines:
-                continue
-            score = (depth - len(prefix), order)
-            if best is None or score >= best[:2]:
-                best = (*score, doc, prefix, shown)
-        if best is None:
-            if not self.entries:
-                return "<input>", None, format_path(loc)
-            doc, prefix, shown = self.entries[0]
-            return doc.file, doc.line_of(prefix), _join(shown, loc)
-        _, _, doc, prefix, shown = best
-        return doc.file, doc.line_of(tuple(prefix) + tuple(loc)), _join(shown, loc)
-
-
-def _join(shown: str, loc: Loc) -> str:
-    tail = format_path(loc)
-    if not shown:
-        return tail
-    if not tail:
-        return shown
-    return f"{shown}{tail}" if tail.startswith("[") else f"{shown}.{tail}"
-
-
-def _known_fields() -> set[str]:
-    from mlrecipe.spec import pipeline as pipeline_models
-
-    names: set[str] = set()
-    for obj in [*vars(recipe_models).values(), *vars(pipeline_models).values()]:
-        if isinstance(obj, type) and issubclass(obj, BaseModel):
-            for fname, finfo in obj.model_fields.items():
-                names.add(fname)
-                alias = finfo.validation_alias
-                for choice in getattr(alias, "choices", []) or []:
-                    names.add(str(choice))
-    return names
-
-
-def _clean_loc(loc: tuple[Any, ...], data: Any, keep_last: bool) -> Loc:
-    out: list[str | int] = []
-    cur = data
-    for i, part in enumerate(loc):
-        in_dict = isinstance(cur, dict) and part in cur
-        if in_dict or (isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur)):
-            out.append(part)
-            cur = cur[part]
-        elif keep_last and i == len(loc) - 1:
-            out.append(part)
-    return tuple(out)
-
-
-def _message(err: dict[str, Any]) -> str:
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        key = str(err["loc"][-1])
-        close = difflib.get_close_matches(key, _known_fields(), n=1, cutoff=0.6)
-        return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
-    if kind == "missing":
-        return "required field is missing"
-    msg = err["msg"].replace("Input should be", "must be").replace("Value error, ", "")
-    if "input" in err and kind not in ("model_type", "dict_type", "list_type"):
-        value = err["input"]
-        shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
-        return f"{msg}, got {shown}"
-    return msg
-
-
-def _pydantic_issues(exc: ValidationError, data: Any, sources: _Sources) -> list[SpecIssue]:
-    issues: list[SpecIssue] = []
-    seen: set[tuple[Loc, str]] = set()
-    for err in exc.errors():
-        loc = _clean_loc(err["loc"], data, keep_last=err["type"] in ("missing", "extra_forbidden"))
-        msg = _message(err)
-        if (loc, msg) in seen:
-            continue
-        seen.add((loc, msg))
-        file, line, path = sources.locate(loc)
-        issues.append(SpecIssue(file, line, path, msg))
-    return issues
-
-
-def _chart_rules(recipe: Recipe, values: dict[str, Any], chart: ChartInfo, sources: _Sources) -> list[SpecIssue]:
+def _chart_rules(recipe: Recipe, values: dict[str, Any], chart: ChartInfo, sources: ValueSources) -> list[SpecIssue]:
     issues: list[SpecIssue] = []
 
     def add(loc: Loc, msg: str) -> None:
@@ -214,7 +119,7 @@ def build_step(
     name: str,
     chart_name: str,
     values: dict[str, Any],
-    sources: _Sources,
+    sources: ValueSources,
     depends_on: tuple[str, ...] = (),
     chart_loc: tuple[YamlDoc, Loc] | None = None,
 ) -> tuple[StepSpec | None, list[SpecIssue]]:
@@ -232,14 +137,14 @@ def build_step(
     try:
         recipe = Recipe.model_validate(values)
     except ValidationError as exc:
-        return None, _pydantic_issues(exc, values, sources)
+        return None, pydantic_issues(exc, values, sources)
     issues = _chart_rules(recipe, values, chart, sources)
     if issues:
         return None, issues
     return StepSpec(name, chart, values, recipe, depends_on), []
 
 
-def _read_recipe_files(paths: list[str], base: Path | None, sources: _Sources) -> dict[str, Any]:
+def _read_recipe_files(paths: list[str], base: Path | None, sources: ValueSources) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     issues: list[SpecIssue] = []
     for raw in paths:
@@ -278,7 +183,7 @@ def load_step_release(
         issues.append(SpecIssue("<command line>", None, "RELEASE",
                                 f"invalid release name '{release}': lowercase letters, digits and '-', "
                                 "at most 40 characters"))
-    sources = _Sources()
+    sources = ValueSources()
     values: dict[str, Any] = {}
     try:
         values = _read_recipe_files(recipe_files, None, sources)
@@ -339,13 +244,13 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
     """Load and validate a pipeline file and every recipe it names; all issues at once."""
     doc = load_yaml(path)
     data = doc.data if doc.data is not None else {}
-    sources = _Sources([(doc, (), "")])
+    sources = ValueSources([(doc, (), "")])
     if not isinstance(data, dict):
         raise SpecError.single(doc.file, f"a pipeline must be a mapping, got {type(data).__name__}", 1)
     try:
         pipeline = Pipeline.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_pydantic_issues(exc, data, sources)) from None
+        raise SpecError(pydantic_issues(exc, data, sources)) from None
     issues: list[SpecIssue] = []
     seen: dict[str, int] = {}
     for i, st in enumerate(pipeline.steps):
@@ -358,7 +263,7 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
     base = Path(path).resolve().parent
     steps: list[StepSpec] = []
     for i, st in enumerate(pipeline.steps):
-        step_sources = _Sources()
+        step_sources = ValueSources()
         values: dict[str, Any] = {}
         try:
             if isinstance(st.recipe, dict):
