@@ -31,6 +31,7 @@ class ChartInfo:
     block: str
     extra_blocks: frozenset[str]
     summary: str
+    needs_command: bool = True
 
     @property
     def category(self) -> str:
@@ -38,7 +39,7 @@ class ChartInfo:
 
 
 def _chart(name: str, kind: StepKind, block: str, summary: str, *extra: str) -> ChartInfo:
-    return ChartInfo(name, kind, block, frozenset(extra), summary)
+    return ChartInfo(name, kind, block, frozenset(extra), summary, needs_command=kind is not StepKind.SERVER)
 
 
 CATALOG: dict[str, ChartInfo] = {
@@ -57,8 +58,9 @@ CATALOG: dict[str, ChartInfo] = {
                "mpirun"),
         _chart("data-prep/ray-data-process", StepKind.RAY, "process", "RayJob running Ray Data processing",
                "ray"),
-        _chart("model-prep/hf-snapshot", StepKind.JOB, "process",
-               "Job that snapshots a Hugging Face model onto the shared volume", "snapshot"),
+        ChartInfo("model-prep/hf-snapshot", StepKind.JOB, "process", frozenset({"snapshot"}),
+                  "Job that snapshots a Hugging Face model onto the shared volume (its own script by default)",
+                  needs_command=False),
         _chart("serving/rayserve", StepKind.SERVER, "server", "RayService: Ray Serve with a vLLM engine",
                "ray", "engine"),
         _chart("serving/triton-inference-server", StepKind.SERVER, "server",

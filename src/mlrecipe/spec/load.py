@@ -17,7 +17,6 @@ from mlrecipe.spec import recipe as recipe_models
 from mlrecipe.spec.catalog import (
     CHART_SPECIFIC_BLOCKS,
     ChartInfo,
-    StepKind,
     UnknownChartError,
     lookup,
 )
@@ -110,7 +109,7 @@ def _chart_rules(recipe: Recipe, values: dict[str, Any], chart: ChartInfo, sourc
     block = recipe.command_block(chart.block)
     if recipe.launcher is not None and block.command:
         add((chart.block, "command"), "give either 'launcher' or a command, not both")
-    if chart.kind is not StepKind.SERVER and recipe.launcher is None and not any(p.strip() for p in block.command):
+    if chart.needs_command and recipe.launcher is None and not any(p.strip() for p in block.command):
         add((chart.block, "command"), "empty command: set a command (or a 'launcher' block)")
     return issues
 

@@ -60,6 +60,8 @@ class Resources(Model):
     node_type: str | None = Field(None, validation_alias=AliasChoices("node_type", "node_instance_type"))
     min_replicas: int | None = Field(None, ge=0)
     max_replicas: int | None = Field(None, ge=1)
+    num_of_hosts: int | None = Field(None, ge=1)
+    resources: dict[str, Any] | None = None
     gpu: str | None = None
 
     @model_validator(mode="after")
@@ -76,6 +78,7 @@ class Toleration(Model):
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     tolerationSeconds: int | None = None
+    toleration_seconds: int | None = None
 
 
 class Pvc(Model):
@@ -86,6 +89,7 @@ class Pvc(Model):
 class Ebs(Model):
     storage: str = "100Gi"
     mount_path: str = Field("/tmp", pattern=r"^/")
+    storage_class: str | None = None
 
 
 class Git(Model):
@@ -112,8 +116,11 @@ class CommandBlock(Model):
 
 
 class Probe(Model):
+    enabled: bool = True
     period_secs: int = Field(10, ge=1)
     failure_threshold: int = Field(3, ge=1)
+    initial_delay_secs: int | None = Field(None, ge=0)
+    timeout_secs: int | None = Field(None, ge=1)
     path: str = "/"
     port: int | None = None
 
@@ -122,7 +129,7 @@ class ServerBlock(CommandBlock):
     """The ``server`` block of serving charts."""
 
     name: str | None = None
-    ports: list[Any] = Field(default_factory=list)
+    ports: list[Any] | dict[str, Any] = Field(default_factory=list)
     readiness_probe: Probe | None = None
     startup_probe: Probe | None = None
     liveness_probe: Probe | None = None
@@ -149,6 +156,10 @@ class MpiRun(Model):
     env: list[EnvVar] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list)
     slots_per_worker: int | None = Field(None, ge=1)
+    launcher_node_type: str | None = None
+    resources: dict[str, Any] | None = None
+    worker_command: list[str] = Field(default_factory=list)
+    worker_args: list[str] = Field(default_factory=list)
 
     @field_validator("args", mode="before")
     @classmethod
@@ -206,6 +217,20 @@ class Recipe(Model):
     step_name: str | None = None
     kueue: dict[str, Any] | None = None
     hyperpod: dict[str, Any] | None = None
+    lws: dict[str, Any] | None = None
+    shm_size: str | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    scheduler_name: str | None = None
+    ttl_seconds_after_finished: int | None = Field(None, ge=0)
+    master_port: int | None = Field(None, ge=1, le=65535)
+    env: list[EnvVar] = Field(default_factory=list)
+    hf_model_id: str | None = None
+    hf_revision: str | None = None
+    hf_tensors: Any = None
+    hf_secret_name: str | None = None
+    hf_secret_key: str | None = None
+    helm_global: dict[str, Any] | None = Field(None, alias="global")
+    library_values: dict[str, Any] | None = Field(None, alias="mlrecipe-lib")
 
     _lists = field_validator("inline_script", "pre_script", "post_script", "tolerations", "pvc", mode="before")(
         _as_list
