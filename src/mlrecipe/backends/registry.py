@@ -9,6 +9,7 @@ from mlrecipe.backends.base import Backend
 BACKENDS: dict[str, str] = {
     "local": "mlrecipe.backends.local.backend:LocalBackend",
     "kubernetes": "mlrecipe.backends.kubernetes.backend:KubernetesBackend",
+    "slurm": "mlrecipe.backends.slurm.backend:SlurmBackend",
 }
 
 DEFAULT_BACKEND = "local"

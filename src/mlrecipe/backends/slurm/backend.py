@@ -1,0 +1,266 @@
+"""The Slurm backend: each step is one batch job of ``nnodes`` nodes, one step runtime per node.
+
+The batch script (``Plan.materialize()``, what ``mlrecipe template --backend slurm`` prints) exports
+the env contract except what differs per node, computes ``PET_MASTER_ADDR`` from the first node's
+``NodeAddr``, and starts the runtime on every node with ``srun --ntasks-per-node=1``; the runtime
+maps ``SLURM_NODEID`` onto ``PET_NODE_RANK``. ``nproc_per_node`` processes per node come from the
+recipe's own launcher (torchrun, accelerate); MPI charts run the launcher once in the batch step and
+``mpirun`` starts the ranks over the allocation. Settings: :mod:`mlrecipe.backends.slurm.config`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.backends.base import Backend, Plan, ReleaseContext, RunningStep, StepOutcome
+from mlrecipe.backends.common import contract_env, recipe_env, step_program
+from mlrecipe.backends.local.volumes import Mount, mount_problems, plan_mounts, prepare_mounts, wrap_argv
+from mlrecipe.backends.slurm import chain, resources, scontrol
+from mlrecipe.backends.slurm.config import SlurmConfig, load_slurm_config
+from mlrecipe.backends.slurm.outcome import outcome_of, vanished
+from mlrecipe.backends.slurm.plan import SlurmPlan
+from mlrecipe.backends.slurm.script import NODE_WRAPPER, BatchScript
+from mlrecipe.spec.catalog import StepKind
+from mlrecipe.spec.load import StepSpec
+
+PER_NODE = ("PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT")
+MPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+}
+
+
+def wants_requeue(step: StepSpec) -> bool:
+    """The recipe asks to be retried (``backoff_limit`` or elastic ``max_restarts``): requeue on node failure."""
+    policy = step.recipe.elastic_policy
+    return bool(step.recipe.backoff_limit) or bool(policy and policy.max_restarts)
+
+
+def sbatch_options(
+    step: StepSpec, cfg: SlurmConfig, step_dir: Path, job_name: str
+) -> tuple[list[str], int | None, list[str]]:
+    """The ``#SBATCH`` options of a step, its GPUs per node, and notes on what has no Slurm equivalent."""
+    res = step.recipe.resources
+    mpi = step.chart.kind is StepKind.MPI
+    per_node = res.nproc_per_node if mpi else 1
+    opts = [
+        f"--job-name={job_name}",
+        f"--nodes={res.nnodes}",
+        f"--ntasks-per-node={per_node}",
+    ]
+    cpus = resources.cpus(res)
+    if cpus is not None:
+        opts.append(f"--cpus-per-task={max(1, -(-cpus // per_node))}")
+    mem = resources.memory_mb(res)
+    if mem is not None:
+        opts.append(f"--mem={mem}M")
+    gpus = cfg.gpus_per_node if cfg.gpus_per_node is not None else resources.gpus(res)
+    if gpus:
+        opts.append(f"--gpus-per-node={gpus}")
+    for name in ("partition", "account", "qos", "time"):
+        value = getattr(cfg, name)
+        if value:
+            opts.append(f"--{name}={value}")
+    opts.append("--requeue" if wants_requeue(step) else "--no-requeue")
+    opts += ["--open-mode=append", f"--output={step_dir / 'batch.log'}"]
+    opts += [o if o.startswith("-") else f"--{o}" for o in cfg.extra_sbatch]
+    notes = [f"resources {k} has no Slurm equivalent here and is ignored" for k in resources.unmapped(res)]
+    if res.node_type:
+        notes.append(f"node_type {res.node_type} is not mapped: select nodes with slurm.extra_sbatch (--constraint)")
+    return opts, gpus, notes
+
+
+class SlurmBackend(Backend):
+    """Runs each step as one Slurm batch job; see the module docstring."""
+
+    name = "slurm"
+    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI})
+
+    def check(self, step: StepSpec) -> list[str]:
+        problems = super().check(step)
+        try:
+            resources.cpus(step.recipe.resources)
+            resources.memory_mb(step.recipe.resources)
+            resources.gpus(step.recipe.resources)
+        except resources.ResourceError as exc:
+            problems.append(str(exc))
+        return problems
+
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> SlurmPlan:
+        cfg = load_slurm_config(ctx.options)
+        step_dir = ctx.step_dir(step.name)
+        recipe = step.recipe
+        mpi = step.chart.kind is StepKind.MPI
+        opts, gpus, notes = sbatch_options(step, cfg, step_dir, f"{ctx.release}-{step.name}")
+        image = recipe.image_name
+        prefix = cfg.images.get(image) if image else None
+        if image:
+            notes.append(f"image {image} runs in the environment {prefix}" if prefix
+                         else f"image {image} is not pulled: the step runs in the CLI's Python environment")
+        bin_dir = Path(prefix).expanduser() / "bin" if prefix else Path(sys.executable).parent
+        scratch = step_dir / "scratch"
+        mounts, volume_env = plan_mounts(recipe, Path("/"), scratch)
+        mounts = [Mount(cfg.volume_source(p.name), p.mount_path) for p in recipe.pvc] + mounts[len(recipe.pvc):]
+        if cfg.mount == "none":
+            mounts = []
+        extra: dict[str, str] = dict(volume_env)
+        if prefix:
+            extra["VIRTUAL_ENV"] = str(Path(prefix).expanduser())
+        extra.update({"MLRECIPE_DEVICE": "cuda"} if gpus else {"MLRECIPE_DEVICE": "cpu", "ACCELERATE_USE_CPU": "1"})
+        if mpi:
+            extra.update(MPI_ENV)
+            notes.append("MPI ranks start through mpirun inside the allocation; pvc binds apply to the launcher")
+        contract = contract_env(step, ctx, 0, "", 0)
+        for key in PER_NODE:
+            contract.pop(key, None)
+        job_env = {**extra, **(env or {}), **recipe_env(step, ctx), **contract}
+        program_path = step_dir / "program.json"
+        runtime_path = step_dir / "step_runtime.py"
+        argv = wrap_argv([*NODE_WRAPPER, "python3", str(runtime_path), str(program_path)], mounts)
+        nnodes = recipe.resources.nnodes
+        if mpi:
+            launch = [argv]
+            redirect = f">> {shlex.quote(str(step_dir / 'node-0.log'))} 2>&1"
+            nodes = [0]
+        else:
+            srun = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1",
+                    "--kill-on-bad-exit=1", "--open-mode=append", f"--output={step_dir / 'node-%n.log'}",
+                    *cfg.srun_args]
+            launch, redirect, nodes = [srun, argv], "", list(range(nnodes))
+        port = ctx.options.get("master_port") or cfg.master_port
+        script = BatchScript(
+            header=[f"mlrecipe: step {step.name} ({step.chart.name}) of release {ctx.address}, "
+                    f"{nnodes} node(s) x {recipe.resources.nproc_per_node} process(es)"],
+            sbatch=opts,
+            env={k: v for k, v in job_env.items() if k != "PATH"},
+            path_prefix=None if "PATH" in job_env else str(bin_dir),
+            master_port=int(port) if port else None,
+            elastic=step.chart.kind is StepKind.TORCH_ELASTIC,
+            launch=launch,
+            redirect=redirect,
+            comments=[f"note: {n}" for n in notes],
+        )
+        if "PATH" in job_env:
+            script.env["PATH"] = job_env["PATH"]
+        return SlurmPlan(
+            step=step.name,
+            chart=step.chart.name,
+            script=script.render(),
+            script_path=step_dir / "job.sbatch",
+            program=step_program(step, ctx),
+            program_path=program_path,
+            runtime_path=runtime_path,
+            step_dir=step_dir,
+            nodes=nodes,
+            mounts=mounts,
+            notes=notes,
+            base_env=dict(env or {}),
+        )
+
+    def preflight(self, plan: SlurmPlan) -> list[str]:
+        """Machine problems that stop the plan before it is submitted."""
+        if shutil.which("sbatch") is None:
+            return ["the Slurm client tools (sbatch, scontrol, scancel) are not on PATH: "
+                    "apt-get install slurm-client and point SLURM_CONF at the cluster's slurm.conf"]
+        return mount_problems(plan.mounts)
+
+    def submit(self, plan: Plan, ctx: ReleaseContext) -> SlurmRunningStep:
+        assert isinstance(plan, SlurmPlan)
+        cfg = load_slurm_config(ctx.options)
+        conf = os.environ.get("SLURM_CONF")
+        if cfg.mode == "chain":
+            job_id, rest = self._submit_chain(plan, ctx, conf)
+        else:
+            job_id, rest = self._submit_one(plan, conf), []
+        return SlurmRunningStep(plan.step_dir, job_id, rest, conf, cfg.poll_seconds)
+
+    @staticmethod
+    def _submit_one(plan: SlurmPlan, conf: str | None, extra: list[str] | None = None) -> str:
+        plan.write()
+        prepare_mounts(plan.mounts)
+        return scontrol.sbatch(plan.script_path, extra, conf)
+
+    def _submit_chain(self, plan: SlurmPlan, ctx: ReleaseContext, conf: str | None) -> tuple[str, list[str]]:
+        entries = chain.load(ctx)
+        names = [e.step for e in entries]
+        if plan.step in names:
+            i = names.index(plan.step)
+            mine = entries[i]
+            info = scontrol.show_job(mine.job_id, conf) if mine.digest == plan.digest else None
+            if info is not None and (info.active or info.state == "COMPLETED"):
+                return mine.job_id, [e.job_id for e in entries[i + 1:]]
+        scontrol.scancel([e.job_id for e in entries], conf)
+        first = self._submit_one(plan, conf)
+        new = [chain.ChainEntry(plan.step, first, plan.digest)]
+        for step in chain.later_steps(ctx, plan.step):
+            later = self.plan(step, ctx, plan.base_env)
+            dep = ["--dependency=afterok:" + new[-1].job_id, "--kill-on-invalid-dep=yes"]
+            new.append(chain.ChainEntry(step.name, self._submit_one(later, conf, dep), later.digest))
+        chain.save(ctx, new)
+        return first, [e.job_id for e in new[1:]]
+
+    def cancel_handle(self, handle: dict[str, Any]) -> None:
+        scontrol.scancel(_job_ids(handle), handle.get("slurm_conf"))
+
+    def handle_alive(self, handle: dict[str, Any]) -> bool:
+        for job_id in _job_ids(handle):
+            info = scontrol.show_job(job_id, handle.get("slurm_conf"))
+            if info is not None and info.active:
+                return True
+        return False
+
+
+def _job_ids(handle: dict[str, Any]) -> list[str]:
+    first = [handle["job_id"]] if handle.get("job_id") else []
+    return first + list(handle.get("chain") or [])
+
+
+class SlurmRunningStep(RunningStep):
+    """One submitted batch job (and, in chain mode, the jobs queued after it)."""
+
+    def __init__(self, step_dir: Path, job_id: str, rest: list[str], conf: str | None, poll_seconds: float) -> None:
+        self.step_dir = step_dir
+        self.job_id = job_id
+        self.conf = conf
+        self.poll_seconds = poll_seconds
+        self.handle: dict[str, Any] = {"job_id": job_id, "chain": rest, "slurm_conf": conf}
+        self._outcome: StepOutcome | None = None
+        self._next = 0.0
+
+    def poll(self) -> StepOutcome | None:
+        if self._outcome is not None:
+            return self._outcome
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + self.poll_seconds
+        try:
+            info = scontrol.show_job(self.job_id, self.conf)
+        except scontrol.SlurmError:
+            return None  # the controller may be busy; ask again at the next poll
+        if info is None:
+            self._outcome = vanished(self.job_id, self.step_dir)
+        elif info.active:
+            return None
+        else:
+            self._outcome = outcome_of(info, self.step_dir)
+        if self._outcome.state != "succeeded":
+            scontrol.scancel(self.handle["chain"], self.conf)
+        return self._outcome
+
+    def cancel(self) -> None:
+        scontrol.scancel(_job_ids(self.handle), self.conf)
+
+    def wait(self, interval: float = 0.2) -> StepOutcome:
+        while True:
+            outcome = self.poll()
+            if outcome is not None:
+                return outcome
+            time.sleep(interval)

@@ -1,0 +1,93 @@
+"""The ``slurm:`` section of ``$MLRECIPE_HOME/config.yaml`` (and per-run backend options).
+
+Example::
+
+    slurm:
+      partition: gpu
+      account: ml-team
+      time: "04:00:00"
+      qos: normal
+      gpus_per_node: 8
+      extra_sbatch: ["--exclusive", "--constraint=p4d"]
+      volumes: {pv-fsx: /fsx, pv-efs: /shared/efs}
+      mount: bind          # bind the recipe's pvc mount paths in each task (root), or none
+      mode: step           # step: one job at a time; chain: the pipeline as afterok-dependent jobs
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from mlrecipe.spec.errors import SpecError
+from mlrecipe.spec.recipe import Model
+
+
+class SlurmConfig(Model):
+    """Settings of the Slurm backend."""
+
+    partition: str | None = Field(None, description="#SBATCH --partition")
+    account: str | None = Field(None, description="#SBATCH --account")
+    time: str | None = Field(None, description="#SBATCH --time (time limit, e.g. 04:00:00)")
+    qos: str | None = Field(None, description="#SBATCH --qos")
+    gpus_per_node: int | None = Field(
+        None, ge=0, description="#SBATCH --gpus-per-node (default: the recipe's nvidia.com/gpu resource)"
+    )
+    extra_sbatch: list[str] = Field(default_factory=list, description="More #SBATCH options, e.g. --exclusive")
+    srun_args: list[str] = Field(default_factory=list, description="More options of the srun that starts the nodes")
+    volumes: dict[str, str] = Field(
+        default_factory=dict, description="pvc name -> shared directory (default <root>/<pvc name>)"
+    )
+    root: str | None = Field(
+        None, description="Directory of pvc volumes not in `volumes` (default $MLRECIPE_HOME/volumes)"
+    )
+    mount: Literal["bind", "none"] = Field(
+        "bind", description="bind: bind-mount the shared directories at the pvc mount paths in every task (needs "
+        "root or user namespaces); none: the mount paths already exist on the nodes"
+    )
+    mode: Literal["step", "chain"] = Field(
+        "step", description="step: submit each step when the previous one succeeded; chain: submit the rest of "
+        "the pipeline at once as jobs that depend on each other (afterok)"
+    )
+    images: dict[str, str] = Field(
+        default_factory=dict, description="image name -> Python environment (venv prefix) on the nodes"
+    )
+    master_port: int | None = Field(
+        None, ge=1, le=65535, description="PET_MASTER_PORT (default 20000 + job id % 10000)"
+    )
+    poll_seconds: float = Field(0.5, gt=0, description="How often the runner asks scontrol about a job")
+
+    def volume_source(self, pvc: str) -> Path:
+        if pvc in self.volumes:
+            return Path(self.volumes[pvc]).expanduser()
+        from mlrecipe.config import mlrecipe_home
+
+        root = Path(self.root).expanduser() if self.root else mlrecipe_home() / "volumes"
+        return root / pvc
+
+
+def load_slurm_config(options: dict[str, Any] | None = None) -> SlurmConfig:
+    """The ``slurm:`` section of the config file, overridden by backend options of the same names.
+
+    Invalid content raises :class:`SpecError` naming the file, line and field.
+    """
+    from mlrecipe.config import load_config, mlrecipe_home
+
+    data = dict(load_config().slurm or {})
+    try:
+        base = SlurmConfig.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_issues(exc, data, mlrecipe_home() / "config.yaml")) from None
+    override = {k: v for k, v in (options or {}).items() if k in SlurmConfig.model_fields and v is not None}
+    if not override:
+        return base
+    return SlurmConfig.model_validate({**base.model_dump(exclude_unset=True), **override})
+
+
+def _issues(exc: ValidationError, data: dict[str, Any], path: Path):
+    from mlrecipe.spec.issues import ValueSources, pydantic_issues
+    from mlrecipe.spec.yamlfile import load_yaml
+
+    return pydantic_issues(exc, data, ValueSources([(load_yaml(path), ("slurm",), "slurm")]))

@@ -1,0 +1,61 @@
+"""The Slurm plan: the batch script of one step and the files it references."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.backends.base import Plan
+from mlrecipe.backends.local.volumes import Mount
+from mlrecipe.runtime import RUNTIME_PATH
+
+
+@dataclass
+class SlurmPlan(Plan):
+    """What ``sbatch`` gets for one step: ``script`` (written to ``script_path``) and the step program."""
+
+    step: str
+    chart: str
+    script: str
+    script_path: Path
+    program: dict[str, Any]
+    program_path: Path
+    runtime_path: Path
+    step_dir: Path
+    nodes: list[int]
+    mounts: list[Mount] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    base_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """Identifies the script and program (a chained job is reused only when both are unchanged)."""
+        payload = self.script + json.dumps(self.program, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def materialize(self) -> str:
+        out = [f"# ==> {self.script_path} (sbatch --parsable {self.script_path})", self.script.rstrip("\n")]
+        out.append(f"# ==> {self.program_path} (step program run by {self.runtime_path})")
+        out.append(json.dumps(self.program, indent=2, sort_keys=True))
+        return "\n".join(out) + "\n"
+
+    def write(self) -> None:
+        """Write the batch script, the step program and the runtime into the step directory."""
+        self.step_dir.mkdir(parents=True, exist_ok=True)
+        _atomic(self.program_path, json.dumps(self.program, indent=2, sort_keys=True))
+        _atomic(self.script_path, self.script)
+        self.script_path.chmod(0o755)
+        if not self.runtime_path.exists() or self.runtime_path.read_bytes() != RUNTIME_PATH.read_bytes():
+            tmp = self.runtime_path.with_suffix(".tmp")
+            shutil.copyfile(RUNTIME_PATH, tmp)
+            tmp.replace(self.runtime_path)
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,68 @@
+"""Translate the recipe's Kubernetes-style ``resources`` into the Slurm options that have an equivalent.
+
+``requests`` win over ``limits`` (a Slurm allocation is a request); values are per node, as on a pod.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from mlrecipe.spec.recipe import Resources
+
+GPU_KEYS = ("nvidia.com/gpu", "amd.com/gpu", "gpu")
+_SUFFIX = {
+    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+}
+_QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?\s*$")
+
+
+class ResourceError(ValueError):
+    """A quantity Slurm cannot express."""
+
+
+def _value(resources: Resources, key: str) -> str | int | float | None:
+    for source in (resources.requests, resources.limits):
+        if key in source:
+            return source[key]
+    return None
+
+
+def _parse(quantity: str | int | float, key: str) -> float:
+    if isinstance(quantity, int | float):
+        return float(quantity)
+    m = _QUANTITY.match(str(quantity))
+    if m is None:
+        raise ResourceError(f"resources {key}: cannot read quantity {quantity!r}")
+    number, suffix = float(m.group(1)), m.group(2) or ""
+    if suffix == "m":
+        return number / 1000
+    return number * _SUFFIX[suffix]
+
+
+def cpus(resources: Resources) -> int | None:
+    """CPUs per node (``cpu: 500m`` rounds up to 1)."""
+    raw = _value(resources, "cpu")
+    return None if raw is None else max(1, math.ceil(_parse(raw, "cpu") - 1e-9))
+
+
+def memory_mb(resources: Resources) -> int | None:
+    """Memory per node in MiB (Slurm's ``--mem`` unit)."""
+    raw = _value(resources, "memory")
+    return None if raw is None else max(1, math.ceil(_parse(raw, "memory") / 2**20))
+
+
+def gpus(resources: Resources) -> int | None:
+    """GPUs per node."""
+    for key in GPU_KEYS:
+        raw = _value(resources, key)
+        if raw is not None:
+            return int(_parse(raw, key))
+    return None
+
+
+def unmapped(resources: Resources) -> list[str]:
+    """Resource names with no Slurm equivalent (reported as notes)."""
+    known = {"cpu", "memory", *GPU_KEYS}
+    return sorted({*resources.requests, *resources.limits} - known)

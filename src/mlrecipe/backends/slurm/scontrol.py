@@ -1,0 +1,109 @@
+"""Thin wrappers around the Slurm client tools: sbatch, scontrol show job, scancel.
+
+No accounting database is assumed: job state comes from ``scontrol show job`` (kept for
+``MinJobAge`` seconds after the job ends).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ACTIVE = frozenset({
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+    "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD",
+})
+NEVER_RUNS = frozenset({"DependencyNeverSatisfied"})
+_FIELD = re.compile(r"(\w[\w/:]*)=(\S*)")
+
+
+class SlurmError(RuntimeError):
+    """A Slurm client tool failed; the message holds its output."""
+
+
+def _env(slurm_conf: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if slurm_conf:
+        env["SLURM_CONF"] = slurm_conf
+    return env
+
+
+def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, env=_env(slurm_conf), timeout=timeout,
+                              check=False, stdin=subprocess.DEVNULL)
+    except FileNotFoundError as exc:
+        raise SlurmError(f"{argv[0]} not found: install the Slurm client tools (apt-get install slurm-client)") from exc
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{' '.join(argv)} did not answer in {timeout:.0f}s") from None
+
+
+def sbatch(script: Path, extra: list[str] | None = None, slurm_conf: str | None = None) -> str:
+    """Submit ``script``; return the job id."""
+    result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf)
+    if result.returncode != 0:
+        raise SlurmError(f"sbatch failed: {(result.stderr or result.stdout).strip()}")
+    return result.stdout.strip().split(";")[0]
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What ``scontrol show job`` says of one job."""
+
+    job_id: str
+    state: str
+    reason: str
+    exit_code: int | None
+    signal: int | None
+    restarts: int
+    nodes: str
+    fields: dict[str, str]
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE and self.reason not in NEVER_RUNS
+
+
+def parse_job(text: str) -> JobInfo | None:
+    """Parse one line of ``scontrol show job -o``."""
+    fields = dict(_FIELD.findall(text))
+    if "JobId" not in fields:
+        return None
+    code: int | None = None
+    sig: int | None = None
+    if ":" in fields.get("ExitCode", ""):
+        a, b = fields["ExitCode"].split(":", 1)
+        code, sig = int(a), int(b)
+    return JobInfo(
+        job_id=fields["JobId"],
+        state=fields.get("JobState", "UNKNOWN"),
+        reason=fields.get("Reason", "None"),
+        exit_code=code,
+        signal=sig,
+        restarts=int(fields.get("Restarts", "0") or 0),
+        nodes=fields.get("NodeList", ""),
+        fields=fields,
+    )
+
+
+def show_job(job_id: str, slurm_conf: str | None = None) -> JobInfo | None:
+    """The job's state, or ``None`` when Slurm no longer knows it."""
+    result = _run(["scontrol", "show", "job", "-o", job_id], slurm_conf)
+    if result.returncode != 0:
+        if "Invalid job id" in result.stderr:
+            return None
+        raise SlurmError(f"scontrol show job {job_id} failed: {result.stderr.strip()}")
+    for line in result.stdout.splitlines():
+        info = parse_job(line)
+        if info is not None and info.job_id == job_id:
+            return info
+    return None
+
+
+def scancel(job_ids: list[str], slurm_conf: str | None = None) -> None:
+    """Cancel jobs (finished or unknown ones are fine)."""
+    if job_ids:
+        _run(["scancel", *job_ids], slurm_conf)

@@ -1,0 +1,55 @@
+"""Render the batch script of one step: ``#SBATCH`` options, the env, the master address, ``srun``.
+
+Pure text from data, so that ``mlrecipe template --backend slurm`` prints exactly what ``sbatch`` gets.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+# PET_MASTER_ADDR is the first node's address as Slurm knows it (NodeAddr), so that several
+# slurmd "nodes" on one machine (NodeAddr=127.0.0.1) work as well as a real cluster.
+MASTER_LINES = [
+    'MLRECIPE_MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+    'PET_MASTER_ADDR=$(scontrol show node "$MLRECIPE_MASTER_NODE" 2>/dev/null'
+    " | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' | head -n 1)",
+    'export PET_MASTER_ADDR="${PET_MASTER_ADDR:-$MLRECIPE_MASTER_NODE}"',
+]
+DEFAULT_PORT = "$((20000 + SLURM_JOB_ID % 10000))"
+# Each node gets a HOSTNAME of its own (git clones go to $HOME/tmp/$HOSTNAME on the shared HOME).
+NODE_WRAPPER = ["sh", "-c", 'HOSTNAME="${SLURMD_NODENAME:-$(hostname)}"; export HOSTNAME; exec "$@"', "mlrecipe-node"]
+
+
+@dataclass
+class BatchScript:
+    """The parts of one batch script."""
+
+    header: list[str]
+    sbatch: list[str]
+    env: dict[str, str]
+    path_prefix: str | None
+    master_port: int | None
+    elastic: bool
+    launch: list[list[str]]
+    redirect: str = ""
+    comments: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        out = ["#!/bin/bash"]
+        out += [f"#SBATCH {opt}" for opt in self.sbatch]
+        out += [f"# {line}" for line in self.header + self.comments]
+        for key in sorted(self.env):
+            out.append(f"export {key}={shlex.quote(self.env[key])}")
+        if self.path_prefix:
+            out.append(f'export PATH={shlex.quote(self.path_prefix)}:"$PATH"')
+        out += MASTER_LINES
+        port = str(self.master_port) if self.master_port else DEFAULT_PORT
+        out.append(f"export PET_MASTER_PORT={port}")
+        if self.elastic:
+            out.append('export PET_RDZV_ENDPOINT="$PET_MASTER_ADDR:$PET_MASTER_PORT"')
+        out.append('echo "[mlrecipe] job $SLURM_JOB_ID: nodes $SLURM_JOB_NODELIST,'
+                   ' master $PET_MASTER_ADDR:$PET_MASTER_PORT"')
+        lines = [shlex.join(group) for group in self.launch if group]
+        out.append("exec " + " \\\n  ".join(lines) + (f" {self.redirect}" if self.redirect else ""))
+        return "\n".join(out) + "\n"

@@ -1,0 +1,216 @@
+"""Real jobs on a real single-machine Slurm cluster (controller + two slurmd "nodes" on 127.0.0.1).
+
+The quickstart pipeline, a 2-node torchrun DDP recipe, failures with exit code, reason and log,
+chain mode with uninstall and resume, and a node failure that requeues the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mlrecipe.backends.slurm.backend import SlurmBackend
+from mlrecipe.spec.catalog import lookup
+from tests.conftest import EXAMPLES, REPO
+from tests.integration.helpers import cli, start_cli, wait_for
+from tests.slurm.cluster import Cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]
+ASSETS = REPO / "tests" / "integration" / "assets"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def state(home: Path, release: str) -> dict:
+    return json.loads((home / "releases" / "slurm" / "default" / release / "state.json").read_text())
+
+
+def job_field(cluster: Cluster, job_id: str, name: str) -> str:
+    out = cluster.run("scontrol", "show", "job", "-o", job_id).stdout
+    for part in out.split():
+        if part.startswith(f"{name}="):
+            return part.split("=", 1)[1]
+    return ""
+
+
+def chain_jobs(home: Path, release: str) -> list[str]:
+    path = home / "releases" / "slurm" / "default" / release / "slurm-chain.json"
+    return [e["job_id"] for e in json.loads(path.read_text())] if path.exists() else []
+
+
+def quickstart_batch_steps(tmp_path: Path) -> Path:
+    """The quickstart up to its serving step (Slurm runs batch steps), next to its recipes and scripts."""
+    src = EXAMPLES / "quickstart"
+    dst = tmp_path / "quickstart"
+    shutil.copytree(src, dst)
+    pipeline = yaml.safe_load((src / "pipeline.yaml").read_text())
+    kinds = SlurmBackend.kinds
+    steps = pipeline["steps"]
+    ran = [i for i, s in enumerate(steps) if lookup(s["chart"]).kind not in kinds]
+    pipeline["steps"] = steps[: ran[0]] if ran else steps  # later steps may use the server's URL
+    assert [s["name"] for s in pipeline["steps"]][:3] == ["data", "train", "evaluate"]
+    (dst / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
+    return dst / "pipeline.yaml"
+
+
+def test_quickstart_pipeline_on_slurm(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster) -> None:
+    """data prep, 2-node elastic DDP training and evaluation as three batch jobs; the model learns."""
+    pipeline = quickstart_batch_steps(tmp_path)
+    result = cli(mlhome, "run", str(pipeline), "--backend", "slurm", timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = json.loads((mlhome / "volumes" / "pv-efs" / "home" / "quickstart" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["train_steps"] == 300
+    assert metrics["perplexity"] < metrics["perplexity_untrained"] / 5
+    rec = state(mlhome, "quickstart")
+    train_job = rec["steps"]["train"]["handle"]["job_id"]
+    assert job_field(slurm_cluster, train_job, "NodeList") == "n[1-2]"
+    assert job_field(slurm_cluster, train_job, "JobState") == "COMPLETED"
+    ranks = [cli(mlhome, "logs", "quickstart", "train", "--rank", str(r)) for r in (0, 1)]
+    assert all(r.returncode == 0 and "torchrun" not in r.stderr for r in ranks)
+    assert ranks[0].stdout != ranks[1].stdout, "one log file per node"
+    assert "step 300/300" in ranks[0].stdout + ranks[1].stdout  # c10d decides which node holds global rank 0
+    status = json.loads(cli(mlhome, "status", "slurm://default/quickstart", "-o", "json").stdout)
+    assert all(s["state"] == "succeeded" for s in status[0]["steps"])
+
+
+def test_torchrun_ddp_two_nodes(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster) -> None:
+    recipe = write(tmp_path / "ddp.yaml", f"""
+        resources: {{nnodes: 2, nproc_per_node: 1, requests: {{cpu: "1", memory: 1Gi}}}}
+        launcher: {{type: torchrun, script: {ASSETS}/allreduce.py}}
+        train:
+          env: [{{name: OMP_NUM_THREADS, value: "1"}}]
+        """)
+    result = cli(mlhome, "install", "ddp", "training/pytorchjob-distributed", "-f", str(recipe), "-b", "slurm",
+                 timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = [cli(mlhome, "logs", "ddp", "--rank", str(r)).stdout for r in (0, 1)]
+    assert "rank=0 world_size=2 sum=3" in logs[0] and "rank=1 world_size=2 sum=3" in logs[1]
+    job = state(mlhome, "ddp")["steps"]["pytorchjob-distributed"]["handle"]["job_id"]
+    assert job_field(slurm_cluster, job, "NumNodes") == "2"
+    assert job_field(slurm_cluster, job, "MinMemoryNode") == "1G"
+
+
+def test_failure_shows_exit_code_reason_and_log(tmp_path: Path, mlhome: Path) -> None:
+    recipe = write(tmp_path / "fail.yaml", """
+        resources: {nnodes: 2}
+        process:
+          command: ['echo "node $PET_NODE_RANK of $PET_NNODES"; if [ "$PET_NODE_RANK" = 1 ]; then
+                     echo "disk full on $HOSTNAME"; exit 7; fi; sleep 30']
+        """)
+    result = cli(mlhome, "install", "broken", "data-prep/data-process", "-f", str(recipe), "-b", "slurm",
+                 timeout=120)
+    assert result.returncode == 1
+    assert "disk full on n2" in result.stdout + result.stderr, "the failed node's last log lines are shown"
+    step = json.loads(cli(mlhome, "status", "broken", "-o", "json").stdout)[0]["steps"][0]
+    assert step["exit_code"] == 7
+    assert "FAILED (reason: NonZeroExitCode)" in step["message"]
+    assert "node 1 (n2) exited with status 7" in step["message"]
+
+
+def test_chain_is_cancelled_by_uninstall_and_resumes(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster) -> None:
+    mlhome.mkdir(parents=True, exist_ok=True)
+    (mlhome / "config.yaml").write_text("slurm: {mode: chain, poll_seconds: 0.2}\n")
+    write(tmp_path / "slow.yaml", "process: {command: ['echo slow; sleep ${SLEEP:-60}']}\n")
+    write(tmp_path / "quick.yaml", "process: {command: ['echo quick on $MLRECIPE_STEP']}\n")
+    pipeline = write(tmp_path / "pipeline.yaml", """
+        release: chained
+        steps:
+          - {name: first, chart: data-prep/data-process, recipe: slow.yaml}
+          - {name: second, chart: data-prep/data-process, recipe: quick.yaml}
+          - {name: third, chart: data-prep/data-process, recipe: quick.yaml}
+        """)
+    driver = start_cli(mlhome, "run", str(pipeline), "-b", "slurm")
+    try:
+        wait_for(lambda: len(chain_jobs(mlhome, "chained")) == 3, 30, "the chain to be submitted")
+        jobs = chain_jobs(mlhome, "chained")
+        wait_for(lambda: job_field(slurm_cluster, jobs[0], "JobState") == "RUNNING", 30, "the first job to run")
+        assert job_field(slurm_cluster, jobs[1], "Dependency") == f"afterok:{jobs[0]}(unfulfilled)"
+        assert job_field(slurm_cluster, jobs[2], "Dependency") == f"afterok:{jobs[1]}(unfulfilled)"
+        driver.send_signal(signal.SIGKILL)  # the CLI dies; the queued chain stays with Slurm
+        driver.wait(10)
+        assert all(job_field(slurm_cluster, j, "JobState") in ("RUNNING", "PENDING") for j in jobs)
+        assert cli(mlhome, "uninstall", "chained").returncode == 0
+        wait_for(lambda: all(job_field(slurm_cluster, j, "JobState") == "CANCELLED" for j in jobs), 30,
+                 "uninstall to cancel the whole chain")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    # Again, with a failing middle step: the rest of the chain is cancelled; resume re-chains from there.
+    write(tmp_path / "slow.yaml", "process: {command: ['echo fast']}\n")
+    write(tmp_path / "quick.yaml", "process: {command: ['[ -e $MLRECIPE_PIPELINE_DIR/fixed ] || exit 4']}\n")
+    failed = cli(mlhome, "run", str(pipeline), "-b", "slurm", timeout=120)
+    assert failed.returncode == 1 and "exit code 4" in failed.stdout
+    old = chain_jobs(mlhome, "chained")
+    wait_for(lambda: job_field(slurm_cluster, old[2], "JobState") == "CANCELLED", 20, "the chain's tail cancelled")
+    (tmp_path / "fixed").touch()
+    resumed = cli(mlhome, "resume", "chained", timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "step first: skipped" in resumed.stdout
+    new = chain_jobs(mlhome, "chained")
+    assert len(new) == 2 and not set(new) & set(old)
+    assert [s["state"] for s in state(mlhome, "chained")["steps"].values()] == ["succeeded"] * 3
+
+
+def test_node_failure_requeues_when_the_recipe_asks(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster) -> None:
+    """backoff_limit asks for retries: a node going down requeues the job, which then succeeds."""
+    recipe = write(tmp_path / "retry.yaml", """
+        backoff_limit: 1
+        resources: {nnodes: 2}
+        process:
+          command: ['echo "attempt ${SLURM_RESTART_COUNT:-0} on node $PET_NODE_RANK";
+                     if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 120; fi']
+        """)
+    driver = start_cli(mlhome, "install", "retry", "data-prep/data-process", "-f", str(recipe), "-b", "slurm")
+    try:
+        log = mlhome / "releases" / "slurm" / "default" / "retry" / "steps" / "data-process" / "node-1.log"
+        wait_for(lambda: log.exists() and "attempt 0" in log.read_text(), 60, "the first attempt to run")
+        job = state(mlhome, "retry")["steps"]["data-process"]["handle"]["job_id"]
+        assert slurm_cluster.run("scontrol", "update", "nodename=n2", "state=down", "reason=test").returncode == 0
+        slurm_cluster.run("scontrol", "update", "nodename=n2", "state=resume")
+        wait_for(lambda: job_field(slurm_cluster, job, "Restarts") == "1", 30, "Slurm to requeue the job")
+
+        def started_again() -> bool:
+            # A requeued job becomes eligible only after a delay (BeginTime); make it eligible now.
+            if job_field(slurm_cluster, job, "JobState") == "PENDING":
+                slurm_cluster.run("scontrol", "update", f"jobid={job}", "StartTime=now")
+                slurm_cluster.run("scontrol", "update", "nodename=n2", "state=resume")
+            return job_field(slurm_cluster, job, "JobState") in ("RUNNING", "COMPLETED")
+
+        wait_for(started_again, 60, "the requeued job to run", interval=1.0)
+        out, _ = driver.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        slurm_cluster.run("scontrol", "update", "nodename=n2", "state=resume")
+    assert driver.returncode == 0, out
+    assert "attempt 1 on node 1" in log.read_text()
+    assert state(mlhome, "retry")["steps"]["data-process"]["state"] == "succeeded"
+
+
+def test_template_prints_the_script_that_is_submitted(tmp_path: Path, mlhome: Path) -> None:
+    recipe = write(tmp_path / "hello.yaml", """
+        resources: {requests: {cpu: "1"}}
+        process:
+          env: [{name: GREETING, value: "hello from {{ .Release.Name }}"}]
+          command: ['echo "$GREETING on $HOSTNAME"']
+        """)
+    shown = cli(mlhome, "template", "tpl", "data-prep/data-process", "-f", str(recipe), "-b", "slurm")
+    assert shown.returncode == 0
+    ran = cli(mlhome, "install", "tpl", "data-prep/data-process", "-f", str(recipe), "-b", "slurm", timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    script = (mlhome / "releases" / "slurm" / "default" / "tpl" / "steps" / "data-process" / "job.sbatch").read_text()
+    assert script in shown.stdout
+    assert "hello from tpl on n1" in cli(mlhome, "logs", "tpl").stdout
+    env = {**os.environ, "MLRECIPE_HOME": str(mlhome)}
+    assert subprocess.run(["bash", "-n", "-c", script], env=env, check=False).returncode == 0
