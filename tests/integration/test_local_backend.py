@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.integration.helpers import cli, release_processes, start_cli, state, wait_for
+from tests.integration.helpers import cli, finish, release_processes, start_cli, state, wait_for
 
 pytestmark = pytest.mark.integration
 SCRIPTS = EXAMPLES / "quickstart" / "scripts"
@@ -59,9 +59,22 @@ def efs_home(home: Path, release: str) -> Path:
     return home / "volumes" / "pv-efs" / "home" / release
 
 
-def test_quickstart_pipeline_end_to_end(mlhome: Path) -> None:
-    """The main job: real data, real 2-node DDP training, evaluation; the loss goes down."""
-    result = cli(mlhome, "run", str(EXAMPLES / "quickstart" / "pipeline.yaml"), timeout=600)
+def test_quickstart_pipeline_end_to_end(mlhome: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The main job: real data, real 2-node DDP training, evaluation (the loss goes down), vLLM serving, a client."""
+    from tests.serve.conftest import SERVE_ENV, SERVE_IMAGE, has_serve_env
+
+    if not has_serve_env():
+        pytest.skip(f"the quickstart's serving step needs vLLM in {SERVE_ENV} (run 'make serve-env')")
+    monkeypatch.setenv("MLRECIPE_IMAGES", f"{SERVE_IMAGE}={SERVE_ENV}")
+    try:
+        _quickstart(mlhome)
+    finally:
+        cli(mlhome, "uninstall", "quickstart")
+    assert release_processes("quickstart") == []
+
+
+def _quickstart(mlhome: Path) -> None:
+    result = cli(mlhome, "run", str(EXAMPLES / "quickstart" / "pipeline.yaml"), timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = json.loads((efs_home(mlhome, "quickstart") / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["train_steps"] == 300
@@ -70,12 +83,16 @@ def test_quickstart_pipeline_end_to_end(mlhome: Path) -> None:
     export = mlhome / "volumes" / "pv-fsx" / "quickstart" / "model"
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         assert (export / name).exists(), name
+    answer = json.loads((efs_home(mlhome, "quickstart") / "answer.json").read_text())
+    assert answer["completion"].strip() and answer["completion_tokens"] > 0 and answer["v2_text_output"].strip()
     again = cli(mlhome, "run", str(EXAMPLES / "quickstart" / "pipeline.yaml"))
     assert again.returncode == 0
-    assert again.stdout.count("skipped (unchanged since its last success") == 3
+    assert again.stdout.count("skipped (unchanged since its last success") == 4
+    assert again.stdout.count("skipped (still serving at http://127.0.0.1:") == 1
     status = json.loads(cli(mlhome, "status", "quickstart", "-o", "json").stdout)
-    assert status[0]["state"] == "succeeded"
-    assert [s["state"] for s in status[0]["steps"]] == ["succeeded"] * 3
+    assert status[0]["state"] == "serving"
+    assert [s["state"] for s in status[0]["steps"]] == ["succeeded"] * 3 + ["serving", "succeeded"]
+    assert status[0]["steps"][3]["url"] == answer["url"]
 
 
 def test_reference_style_recipe_runs_unchanged(mlhome: Path) -> None:
@@ -132,7 +149,7 @@ def test_worker_killed_restarts_from_newest_checkpoint(tmp_path: Path, mlhome: P
     victim = _worker("trainrel", "1")
     assert victim is not None, "no rank-1 worker found"
     victim.send_signal(signal.SIGKILL)
-    out, _ = proc.communicate(timeout=300)
+    out = finish(proc, 300)
     assert proc.returncode == 0, out
     metrics = json.loads((efs_home(mlhome, "trainrel") / "model" / "train_metrics.json").read_text())
     assert metrics["steps"] == 40, "the total number of steps is exact after the restart"
@@ -168,7 +185,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path, mlhome: Path) -> None:
     proc = start_cli(mlhome, "install", "sleepy", "data-prep/data-process", "-f", str(recipe))
     wait_for(lambda: len([p for p in release_processes("sleepy") if p.name() == "sleep"]) >= 4, 60, "4 sleeps")
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    out = finish(proc, 60)
     assert proc.returncode == 130, out
     wait_for(lambda: not release_processes("sleepy"), 20, "no orphan process")
     assert state(mlhome, "sleepy")["state"] == "interrupted"

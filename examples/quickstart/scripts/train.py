@@ -40,13 +40,16 @@ def build_model(vocab_size: int, seq_len: int):
 
 
 def init_distributed() -> tuple[int, int, torch.device]:
-    """Join the process group; the store is namespaced per restart attempt (gloo reuses it)."""
+    """Join the process group; the store is namespaced per attempt (a restarted gloo group reuses it)."""
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     use_cuda = torch.cuda.is_available() and os.environ.get("MLRECIPE_DEVICE", "") != "cpu"
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if use_cuda else torch.device("cpu")
     if world > 1:
         store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, is_master=False)
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        # Agents may disagree on TORCHELASTIC_RESTART_COUNT (only the failed node's agent counts a
+        # restart), so the attempt is counted in the store itself: every worker of an attempt joins once.
+        joined = store.add(f"mlrecipe/{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/joined", 1)
+        attempt = (joined - 1) // world
         dist.init_process_group(
             "nccl" if use_cuda else "gloo", store=dist.PrefixStore(f"attempt-{attempt}", store),
             rank=rank, world_size=world,

@@ -39,6 +39,9 @@ class Display:
         return None
 
     def step_finished(self, name: str, outcome: StepOutcome, elapsed: float) -> None:
+        if outcome.state == "serving":
+            self.say(f"==> step {name}: serving, ready after {_fmt_elapsed(elapsed)} ({outcome.message})")
+            return
         self.say(f"==> step {name}: {outcome.state} in {_fmt_elapsed(elapsed)}"
                  + (f" ({outcome.message})" if outcome.message else ""))
         if outcome.state == "failed" and outcome.log_tail:
@@ -78,7 +81,8 @@ class LiveDisplay(Display):
         table.add_column("elapsed", justify="right", no_wrap=True)
         table.add_column("rank 0", overflow="ellipsis", no_wrap=True, ratio=1)
         for name, (chart, state, elapsed, line) in self.rows.items():
-            style = {"succeeded": "green", "failed": "red", "running": "cyan", "skipped": "dim"}.get(state, "")
+            style = {"succeeded": "green", "serving": "green", "failed": "red", "running": "cyan",
+                     "skipped": "dim"}.get(state, "")
             table.add_row(name, chart, f"[{style}]{state}[/]" if style else state, elapsed, line)
         return table
 
@@ -114,6 +118,8 @@ class LiveDisplay(Display):
         chart = self.rows.get(name, [""])[0]
         self.rows[name] = [chart, outcome.state, _fmt_elapsed(elapsed), outcome.message]
         self._refresh()
+        if outcome.state == "serving":
+            self.say(f"step {name}: {outcome.message}")
         if outcome.state == "failed" and outcome.log_tail:
             rank = outcome.failed_rank if outcome.failed_rank is not None else 0
             self.say(f"--- last lines of node {rank}'s log ---")

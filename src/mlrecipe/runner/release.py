@@ -19,6 +19,12 @@ from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_r
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 TICK_SECONDS = 0.25
+SERVING = "serving"
+
+
+def url_var(step: str) -> str:
+    """The variable that carries a serving step's URL to later steps: ``MLRECIPE_<STEP>_URL``."""
+    return "MLRECIPE_" + step.upper().replace("-", "_") + "_URL"
 
 
 class ReleaseBusyError(RuntimeError):
@@ -79,7 +85,14 @@ class ReleaseRunner:
         """What every step would run, as ``template`` / ``--dry-run`` print it."""
         ctx = self.context
         env = self._base_env()
-        return "\n".join(self.backend.plan(step, ctx, env).materialize() for step in self.spec.steps)
+        out = []
+        for step in self.spec.steps:
+            plan = self.backend.plan(step, ctx, dict(env))
+            out.append(plan.materialize())
+            server = getattr(plan, "server", None)
+            if server is not None:  # later steps see the URL the server will have
+                env[url_var(step.name)] = server.url
+        return "\n".join(out)
 
     def _base_env(self) -> dict[str, str]:
         return {"MLRECIPE_PIPELINE_DIR": self.spec.source_dir}
@@ -112,13 +125,26 @@ class ReleaseRunner:
                         and prev.hash == step.content_hash):
                     self.display.step_skipped(step.name, "unchanged since its last success; --force re-runs it")
                     continue
+                if prev is not None and prev.state == SERVING and prev.handle:
+                    if (not self.force and prev.hash == step.content_hash and prev.url
+                            and self.backend.handle_alive(prev.handle)):
+                        env[url_var(step.name)] = prev.url
+                        self.display.step_skipped(step.name, f"still serving at {prev.url}; --force restarts it")
+                        continue
+                    self.backend.cancel_handle(prev.handle)  # changed, forced or dead: stop what is left of it
                 code = self._run_step(step, record, env)
                 if code != EXIT_OK:
                     return code
-            record.state = "succeeded"
+            servers = [s for s in record.steps.values() if s.state == SERVING and s.name in record.order]
+            record.state = SERVING if servers else "succeeded"
             record.driver_pid = None
             record.save()
-        self.display.say(f"release {self.context.address}: succeeded")
+        if servers:
+            where = ", ".join(f"{s.name} at {s.url}" for s in servers)
+            self.display.say(f"release {self.context.address}: serving ({where}); "
+                             f"stop with 'mlrecipe uninstall {self.spec.release}'")
+        else:
+            self.display.say(f"release {self.context.address}: succeeded")
         return EXIT_OK
 
     def _run_step(self, step: StepSpec, record: ReleaseRecord, env: dict[str, str]) -> int:
@@ -145,6 +171,10 @@ class ReleaseRunner:
             if running is not None:
                 running.cancel()
             outcome = StepOutcome("interrupted", None, "stopped by the user")
+        if outcome.state == SERVING:
+            rec.url = outcome.message
+            env[url_var(step.name)] = rec.url
+            outcome = StepOutcome(SERVING, None, f"ready at {rec.url}; {url_var(step.name)} is set for later steps")
         return self._finish(record, rec, outcome, time.monotonic() - started)
 
     def _watch(self, step: StepSpec, running: RunningStep, started: float) -> StepOutcome:
@@ -153,6 +183,9 @@ class ReleaseRunner:
             outcome = running.poll()
             if outcome is not None:
                 return outcome
+            url = running.ready_url()
+            if url is not None:
+                return StepOutcome(SERVING, None, url)
             lines = tail(log, 1)
             self.display.tick(step.name, time.monotonic() - started, lines[-1] if lines else "")
             time.sleep(TICK_SECONDS)
@@ -163,13 +196,17 @@ class ReleaseRunner:
         rec.message = outcome.message
         rec.ended = time.time()
         self.display.step_finished(rec.name, outcome, elapsed)
-        if outcome.state == "succeeded":
+        if outcome.state in ("succeeded", SERVING):
             record.save()
             return EXIT_OK
         record.state = outcome.state
         record.driver_pid = None
         record.save()
         self.display.say(f"release {self.context.address}: {outcome.state} at step {rec.name}")
+        up = [s.name for s in record.steps.values() if s.state == SERVING]
+        if up:
+            self.display.say(f"servers still up: {', '.join(up)}; stop them with 'mlrecipe uninstall "
+                             f"{self.spec.release}'")
         return EXIT_INTERRUPTED if outcome.state == "interrupted" else EXIT_FAILED
 
 

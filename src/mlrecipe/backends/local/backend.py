@@ -2,6 +2,12 @@
 
 ``nnodes`` step runtimes start, one per node, with the master on 127.0.0.1 and a free port;
 ``nproc_per_node`` processes per node come from the recipe's own launcher (torchrun, accelerate).
+
+Serving charts (StepKind.SERVER, all but ``serving/rayserve``) run one node whose command is a
+long-running server: it gets ``PORT`` / ``MLRECIPE_SERVER_PORT`` (a free port, or the probe's fixed
+port) and ``MLRECIPE_SERVER_HOST=127.0.0.1``; it is ready when ``GET <readiness_probe.path>`` answers
+2xx, within the startup probe's budget (``initial_delay_secs + period_secs * failure_threshold``,
+default 600 s). A server does not die with the CLI: it runs until ``mlrecipe uninstall``.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,13 +26,54 @@ from typing import Any
 from mlrecipe.backends.base import Backend, Plan, ReleaseContext, RunningStep, StepOutcome
 from mlrecipe.backends.common import contract_env, free_port, recipe_env, step_program
 from mlrecipe.backends.local import procs
-from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch
+from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch, ServerLaunch
 from mlrecipe.backends.local.volumes import mount_problems, plan_mounts, prepare_mounts, wrap_argv
 from mlrecipe.config import load_config
 from mlrecipe.logtail import tail
 from mlrecipe.runtime import RUNTIME_PATH
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
+
+IMAGES_VAR = "MLRECIPE_IMAGES"  # "image=venv-prefix,image2=prefix2": wins over local.images of the config
+DEFAULT_READY_TIMEOUT = 600
+DEFAULT_HEALTH_PATH = "/health"
+LOCAL_SERVER_CHARTS_EXCLUDED = {"serving/rayserve": "it needs a Ray cluster (Ray Serve); serve the model with "
+                                "serving/generic-server and 'python -m mlrecipe.serve' locally"}
+
+
+def image_envs(configured: dict[str, str]) -> dict[str, str]:
+    """Image name -> Python environment prefix: the config's map, overridden by ``$MLRECIPE_IMAGES``."""
+    out = dict(configured)
+    for item in os.environ.get(IMAGES_VAR, "").split(","):
+        image, sep, prefix = item.strip().rpartition("=")
+        if sep and image and prefix:
+            out[image] = prefix
+    return out
+
+
+def server_launch(step: StepSpec, port: int) -> ServerLaunch:
+    """Port, health URL and readiness budget of a serving step (Kubernetes probe semantics)."""
+    block = step.recipe.server
+    probes = [p for p in (block.readiness_probe, block.startup_probe) if p is not None and p.enabled] \
+        if block else []
+    path = probes[0].path if probes else DEFAULT_HEALTH_PATH
+    startup = block.startup_probe if block and block.startup_probe and block.startup_probe.enabled else None
+    timeout = DEFAULT_READY_TIMEOUT
+    if startup is not None:
+        timeout = (startup.initial_delay_secs or 0) + startup.period_secs * startup.failure_threshold
+    period = min(p.period_secs for p in probes) if probes else 1
+    url = f"http://127.0.0.1:{port}"
+    return ServerLaunch(url=url, health_url=url + (path if path.startswith("/") else "/" + path),
+                        ready_timeout=float(timeout), probe_period=float(min(period, 1)))
+
+
+def fixed_probe_port(step: StepSpec) -> int | None:
+    """A port the recipe pins in its probes (a server that hard-codes its port)."""
+    block = step.recipe.server
+    for probe in (block.readiness_probe, block.startup_probe) if block else ():
+        if probe is not None and isinstance(probe.port, int):
+            return probe.port
+    return None
 
 
 def gpu_count() -> int:
@@ -42,7 +91,7 @@ class LocalBackend(Backend):
     """Runs steps as local process groups; see the module docstring."""
 
     name = "local"
-    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI})
+    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI, StepKind.SERVER})
 
     def __init__(self) -> None:
         self.config = load_config().local
@@ -51,12 +100,20 @@ class LocalBackend(Backend):
         problems = super().check(step)
         if step.chart.kind is StepKind.MPI and shutil.which("mpirun") is None:
             problems.append(f"chart {step.chart.name} needs Open MPI's mpirun on PATH (apt-get install openmpi-bin)")
+        if step.chart.kind is StepKind.SERVER:
+            if step.chart.name in LOCAL_SERVER_CHARTS_EXCLUDED:
+                why = LOCAL_SERVER_CHARTS_EXCLUDED[step.chart.name]
+                return [f"chart {step.chart.name} ({step.chart.kind.value}) is not supported on backend local: {why}"]
+            if not any(c.strip() for c in step.command_line):
+                problems.append(f"chart {step.chart.name}: server.command is empty (the command starting the server)")
+            if step.recipe.resources.nnodes > 1:
+                problems.append(f"chart {step.chart.name}: multi-node serving (nnodes > 1) is not supported locally")
         return problems
 
     def _python_env(self, step: StepSpec) -> dict[str, str]:
         """PATH for the step: the image's mapped environment, else the CLI's own environment."""
         image = step.recipe.image_name
-        prefix = self.config.images.get(image or "") if image else None
+        prefix = image_envs(self.config.images).get(image or "") if image else None
         bin_dir = Path(prefix).expanduser() / "bin" if prefix else Path(sys.executable).parent
         env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
         if prefix:
@@ -69,9 +126,10 @@ class LocalBackend(Backend):
         program = step_program(step, ctx)
         notes: list[str] = []
         image = step.recipe.image_name
+        images = image_envs(self.config.images)
         if image:
-            if image in self.config.images:
-                notes.append(f"image {image} runs in the local environment {self.config.images[image]}")
+            if image in images:
+                notes.append(f"image {image} runs in the local environment {images[image]}")
             else:
                 notes.append(f"image {image} is not pulled: the step runs in this machine's environment")
         scratch = step_dir / "scratch"
@@ -91,6 +149,14 @@ class LocalBackend(Backend):
             extra.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
             extra.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
             nnodes = 1  # the launcher runs mpirun over every rank
+        server = None
+        if step.chart.kind is StepKind.SERVER:
+            server_port = fixed_probe_port(step) or int(ctx.options.get("server_port") or port)
+            server = server_launch(step, server_port)
+            extra.update({"PORT": str(server_port), "MLRECIPE_SERVER_PORT": str(server_port),
+                          "MLRECIPE_SERVER_HOST": "127.0.0.1"})
+            notes.append(f"step {step.name} serves on {server.url}: ready when GET {server.health_url} answers 2xx "
+                         f"(within {server.ready_timeout:.0f} s); it runs until 'mlrecipe uninstall {ctx.release}'")
         user_env = recipe_env(step, ctx)
         nodes = []
         for rank in range(nnodes):
@@ -111,6 +177,7 @@ class LocalBackend(Backend):
             notes=notes,
             mounts=mounts,
             scratch=scratch,
+            server=server,
         )
 
     def preflight(self, plan: LocalPlan) -> list[str]:
@@ -153,6 +220,12 @@ class LocalRunningStep(RunningStep):
         self.popens: list[subprocess.Popen[bytes]] = []
         self.handle: dict[str, Any] = {"run_id": run_id, "nodes": []}
         self._outcome: StepOutcome | None = None
+        self.server = plan.server
+        self._started = time.monotonic()
+        self._ready = False
+        self._next_probe = 0.0
+        if self.server is not None:
+            self.handle["server"] = {"url": self.server.url, "health": self.server.health_url}
 
     def start(self) -> None:
         base = dict(os.environ)
@@ -167,7 +240,8 @@ class LocalRunningStep(RunningStep):
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=procs.die_with_parent,
+                    # a server outlives the CLI (until uninstall); other steps die with it
+                    preexec_fn=None if self.server is not None else procs.die_with_parent,
                 )
             self.popens.append(p)
             self.handle["nodes"].append({"rank": node.rank, "pid": p.pid, "created": procs.create_time(p.pid)})
@@ -184,18 +258,62 @@ class LocalRunningStep(RunningStep):
             self._outcome = StepOutcome(
                 "failed", code, f"node {rank} exited with status {code}", rank, tail(log)
             )
+        elif self.server is not None and any(c is not None for c in codes):
+            self.cancel()
+            when = "after it was ready" if self._ready else "before it was ready"
+            self._outcome = StepOutcome("failed", 0, f"the server exited with status 0 {when}", 0,
+                                        tail(self.plan.nodes[0].log_path))
         elif all(c == 0 for c in codes):
             self._outcome = StepOutcome("succeeded", 0)
+        elif self.server is not None and not self._ready:
+            waited = time.monotonic() - self._started
+            if waited > self.server.ready_timeout and self.ready_url() is None:
+                self.cancel()
+                self._outcome = StepOutcome(
+                    "failed", None, f"the server was not ready after {waited:.0f} s "
+                    f"(GET {self.server.health_url}; raise server.startup_probe to wait longer)", 0,
+                    tail(self.plan.nodes[0].log_path))
         return self._outcome
+
+    def ready_url(self) -> str | None:
+        """The server's URL once ``GET`` on its health path answers 2xx (probes at most once per period)."""
+        if self.server is None or self._outcome is not None:
+            return None
+        if self._ready:
+            return self.server.url
+        now = time.monotonic()
+        if now < self._next_probe:
+            return None
+        self._next_probe = now + self.server.probe_period
+        if probe(self.server.health_url):
+            self._ready = True
+            return self.server.url
+        return None
 
     def cancel(self) -> None:
         procs.stop_run(self.handle, self.grace, self.popens)
 
     def wait(self, interval: float = 0.2) -> StepOutcome:
+        """Until the step ends (a server: until it is ready, then ``serving``, or it fails)."""
         while True:
             outcome = self.poll()
             if outcome is not None:
                 return outcome
+            url = self.ready_url()
+            if url is not None:
+                return StepOutcome("serving", None, url)
             time.sleep(interval)
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1: never through a proxy
+
+
+def probe(url: str, timeout: float = 1.0) -> bool:
+    """Whether ``GET url`` answers 2xx right now."""
+    try:
+        with _OPENER.open(url, timeout=timeout) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
 
 

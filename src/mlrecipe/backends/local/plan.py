@@ -23,6 +23,16 @@ class NodeLaunch:
     log_path: Path
 
 
+@dataclass(frozen=True)
+class ServerLaunch:
+    """A serving step: where it listens, how readiness is checked and how long to wait for it."""
+
+    url: str
+    health_url: str
+    ready_timeout: float
+    probe_period: float = 1.0
+
+
 @dataclass
 class LocalPlan(Plan):
     """Everything the local backend runs for one step."""
@@ -35,6 +45,7 @@ class LocalPlan(Plan):
     notes: list[str] = field(default_factory=list)
     mounts: list[Mount] = field(default_factory=list)
     scratch: Path | None = None
+    server: ServerLaunch | None = None
 
     @property
     def script(self) -> str:
@@ -43,6 +54,9 @@ class LocalPlan(Plan):
     def materialize(self) -> str:
         out = [f"# step {self.step} ({self.chart}) on backend local: {len(self.nodes)} node(s)"]
         out += [f"# note: {n}" for n in self.notes]
+        if self.server is not None:
+            out.append(f"# server: {self.server.url}, ready when GET {self.server.health_url} answers 2xx within "
+                       f"{self.server.ready_timeout:.0f} s; runs until uninstalled")
         out.append(f"# step program: {self.program_path}")
         out.append(json.dumps(self.program, indent=2, sort_keys=True))
         out.append("# script run by the step runtime in every node:")

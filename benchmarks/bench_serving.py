@@ -1,0 +1,192 @@
+"""Serving throughput and latency: mlrecipe.serve (vLLM + gateway) vs ``vllm serve`` vs a naive engine.
+
+    python benchmarks/bench_serving.py [--serve-env .venv-vllm] [--model DIR] [--levels 1 8 32]
+
+Each server is started alone on 127.0.0.1 on the same model (the quickstart's tiny Llama: built with the
+quickstart's own scripts unless ``--model`` names an export), warmed up, then driven with non-streaming
+``/v1/completions`` requests of ``--max-tokens`` generated tokens each (``ignore_eos``) at each concurrency
+level. Reported per server and level: generated tokens per second (all tokens / wall time), p50 and p99
+request latency. Servers:
+
+- ``mlrecipe``: ``python -m mlrecipe.serve --engine vllm`` (vLLM's OpenAI server with the gateway middleware);
+- ``vllm``: vLLM's own server (``python -m vllm.entrypoints.openai.api_server``), same engine arguments;
+- ``naive``: ``python -m mlrecipe.serve --engine transformers`` (sequential transformers generation, same API).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "examples" / "quickstart" / "scripts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def build_model(root: Path) -> Path:
+    """The quickstart's model shape (vocab 2048, 2 layers, hidden 128), trained for 20 steps."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, str(SCRIPTS / "prepare_data.py"), "--out", str(root / "data"),
+                    "--vocab-size", "2048"], check=True, capture_output=True, env=env)
+    subprocess.run([sys.executable, str(SCRIPTS / "train.py"), "--data", str(root / "data"), "--ckpt-dir",
+                    str(root / "ckpt"), "--export", str(root / "model"), "--steps", "20", "--batch", "4"],
+                   check=True, capture_output=True, env=env)
+    return root / "model"
+
+
+def widen(model: Path, out: Path, hidden: int, layers: int) -> Path:
+    """The quickstart's tokenizer with a larger (random) Llama: where batching, not Python overhead, dominates."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden * 8 // 3,
+                         num_hidden_layers=layers, num_attention_heads=max(1, hidden // 64),
+                         num_key_value_heads=max(1, hidden // 64), max_position_embeddings=512, bos_token_id=0,
+                         eos_token_id=0, pad_token_id=0, tie_word_embeddings=True)
+    LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def server_argv(kind: str, python: str, model: Path, port: int) -> list[str]:
+    common = ["--model", str(model), "--served-model-name", "m", "--host", "127.0.0.1", "--port", str(port)]
+    if kind == "vllm":
+        return [python, "-m", "vllm.entrypoints.openai.api_server", *common, "--gpu-memory-utilization", "0.2"]
+    if kind == "mlrecipe":
+        return [python, "-m", "mlrecipe.serve", "--engine", "vllm", *common]
+    return [python, "-m", "mlrecipe.serve", "--engine", "transformers", *common]
+
+
+def start(kind: str, python: str, model: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    env.pop("MLRECIPE_API_KEY", None)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(server_argv(kind, python, model, port), stdout=out, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{kind} server exited; see {log}")
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(1)
+    stop(proc)
+    raise RuntimeError(f"{kind} server not ready after 600 s; see {log}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+async def drive(url: str, concurrency: int, requests: int, max_tokens: int) -> dict:
+    body = {"model": "m", "prompt": "The return statement", "max_tokens": max_tokens, "temperature": 0,
+            "ignore_eos": True}
+    latencies: list[float] = []
+    tokens = 0
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(requests):
+        queue.put_nowait(i)
+
+    async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=concurrency + 4)) as client:
+        async def worker() -> None:
+            nonlocal tokens
+            while not queue.empty():
+                queue.get_nowait()
+                t0 = time.perf_counter()
+                r = await client.post(url + "/v1/completions", json=body)
+                latencies.append(time.perf_counter() - t0)
+                r.raise_for_status()
+                tokens += r.json()["usage"]["completion_tokens"]
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
+    return {"concurrency": concurrency, "requests": requests, "tokens": tokens, "seconds": round(wall, 3),
+            "tokens_per_s": round(tokens / wall, 1), "p50_s": round(statistics.median(latencies), 3),
+            "p99_s": round(p99, 3)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--serve-env", default=str(REPO / ".venv-vllm"))
+    parser.add_argument("--model", default=None, help="a Hugging Face export (default: build the quickstart model)")
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--requests-per-worker", type=int, default=3, help="requests = max(8, this * concurrency)")
+    parser.add_argument("--servers", nargs="+", default=["vllm", "mlrecipe", "naive"])
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--hidden", type=int, default=None, help="serve a larger random Llama of this width ...")
+    parser.add_argument("--layers", type=int, default=8, help="... and this depth (with --hidden)")
+    args = parser.parse_args()
+    python = str(Path(args.serve_env) / "bin" / "python")
+    work = Path(tempfile.mkdtemp(prefix="bench-serving-"))
+    model = Path(args.model) if args.model else build_model(work)
+    if args.hidden:
+        model = widen(model, work / f"llama-{args.hidden}x{args.layers}", args.hidden, args.layers)
+    results: dict[str, list[dict]] = {}
+    for kind in args.servers:
+        proc, url = start(kind, python, model, work / f"{kind}.log")
+        try:
+            asyncio.run(drive(url, 4, 8, args.max_tokens))  # warm-up
+            results[kind] = []
+            for c in args.levels:
+                row = asyncio.run(drive(url, c, max(8, args.requests_per_worker * c), args.max_tokens))
+                results[kind].append(row)
+                print(f"{kind:9s} c={c:<3d} {row['tokens_per_s']:8.1f} tok/s  p50 {row['p50_s']:.3f} s  "
+                      f"p99 {row['p99_s']:.3f} s  ({row['requests']} requests)", flush=True)
+        finally:
+            stop(proc)
+    print("\n| server | concurrency | generated tok/s | p50 latency | p99 latency |")
+    print("|---|---|---|---|---|")
+    for kind, rows in results.items():
+        for row in rows:
+            print(f"| {kind} | {row['concurrency']} | {row['tokens_per_s']:.0f} | {row['p50_s'] * 1000:.0f} ms | "
+                  f"{row['p99_s'] * 1000:.0f} ms |")
+    ratios = {}
+    if "mlrecipe" in results and "vllm" in results:
+        ratios["mlrecipe_vs_vllm"] = {r["concurrency"]: round(r["tokens_per_s"] / v["tokens_per_s"], 3)
+                                      for r, v in zip(results["mlrecipe"], results["vllm"], strict=True)}
+    if "mlrecipe" in results and "naive" in results:
+        ratios["mlrecipe_vs_naive"] = {r["concurrency"]: round(r["tokens_per_s"] / v["tokens_per_s"], 2)
+                                       for r, v in zip(results["mlrecipe"], results["naive"], strict=True)}
+    for name, values in ratios.items():
+        print(f"{name}: " + ", ".join(f"c={c}: {v}x" for c, v in values.items()))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"results": results, "ratios": ratios, "max_tokens": args.max_tokens},
+                                             indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

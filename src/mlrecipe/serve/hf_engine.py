@@ -1,0 +1,313 @@
+"""A naive transformers engine behind the same OpenAI API: sequential generation, one request at a time.
+
+It is the benchmark's baseline (what serving without vLLM looks like) and the engine for encoder models
+(``/v1/embeddings``, mean-pooled and L2-normalised) that vLLM's CPU build does not serve. Routes: ``/health``,
+``/v1/models``, ``/v1/completions`` and ``/v1/chat/completions`` (both with ``stream``), ``/v1/embeddings``;
+the gateway in front adds the KServe v2 routes, limits, the API key and ``/metrics``.
+Runs in the serving environment (Starlette and uvicorn come with vLLM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.serve.gateway import Gateway, GatewayConfig, openai_error
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+
+def _int(body: dict[str, Any], key: str, default: int | None, lo: int = 0) -> int | None:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(400, f"'{key}' must be an integer", key)
+    if value < lo:
+        raise RequestError(400, f"'{key}' must be >= {lo}", key)
+    return value
+
+
+def _float(body: dict[str, Any], key: str, default: float, lo: float, hi: float) -> float:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestError(400, f"'{key}' must be a number", key)
+    if not lo <= value <= hi:
+        raise RequestError(400, f"'{key}' must be between {lo} and {hi}", key)
+    return float(value)
+
+
+class Engine:
+    """One model, generated from sequentially on one worker thread."""
+
+    def __init__(self, model_dir: str, name: str, chat_template: str | None) -> None:
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.name = name
+        config = AutoConfig.from_pretrained(model_dir)
+        self.causal = any(a.endswith("ForCausalLM") for a in config.architectures or [])
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        cls = AutoModelForCausalLM if self.causal else AutoModel
+        self.model = cls.from_pretrained(model_dir).eval()
+        self.context = int(getattr(config, "max_position_embeddings", 2048))
+        self.eos = self.tokenizer.eos_token_id
+        if chat_template:
+            self.tokenizer.chat_template = Path(chat_template).read_text(encoding="utf-8")
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-engine")
+        self.created = int(time.time())
+
+    # -- generation (worker thread) --------------------------------------------------------------------
+    def generate(self, ids: list[int], p: dict[str, Any], on_text=None, cancel: threading.Event | None = None):
+        torch = self.torch
+        gen = torch.Generator().manual_seed(p["seed"]) if p["seed"] is not None else None
+        past, out_ids, text, finish = None, [], "", "length"
+        inputs = torch.tensor([ids])
+        with torch.inference_mode():
+            for _ in range(p["max_tokens"]):
+                if cancel is not None and cancel.is_set():
+                    finish = "abort"
+                    break
+                result = self.model(input_ids=inputs, past_key_values=past, use_cache=True)
+                past = result.past_key_values
+                logits = result.logits[0, -1].float()
+                if p["ignore_eos"] and self.eos is not None:
+                    logits[self.eos] = -float("inf")
+                if p["temperature"] <= 0:
+                    token = int(torch.argmax(logits))
+                else:
+                    probs = torch.softmax(logits / p["temperature"], dim=-1)
+                    if p["top_p"] < 1.0:
+                        sorted_p, order = torch.sort(probs, descending=True)
+                        keep = torch.cumsum(sorted_p, 0) - sorted_p < p["top_p"]
+                        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
+                    token = int(torch.multinomial(probs, 1, generator=gen))
+                if token == self.eos and not p["ignore_eos"]:
+                    finish = "stop"
+                    break
+                out_ids.append(token)
+                new_text = self.tokenizer.decode(out_ids, skip_special_tokens=True)
+                delta, text = new_text[len(text):], new_text
+                stop_at = min((text.find(s) for s in p["stop"] if s and s in text), default=-1)
+                if stop_at >= 0:
+                    delta = delta[: max(0, len(delta) - (len(text) - stop_at))]
+                    text = text[:stop_at]
+                    if on_text and delta:
+                        on_text(delta)
+                    finish = "stop"
+                    break
+                if on_text and delta:
+                    on_text(delta)
+                inputs = torch.tensor([[token]])
+        return text, len(out_ids), finish
+
+    def embed(self, texts: list[str]) -> tuple[list[list[float]], int]:
+        torch = self.torch
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.context, return_tensors="pt")
+        with torch.inference_mode():
+            hidden = self.model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+        pooled = torch.nn.functional.normalize(pooled, dim=-1)
+        return pooled.tolist(), int(batch["attention_mask"].sum())
+
+    # -- request parsing -----------------------------------------------------------------------------
+    def sampling(self, body: dict[str, Any], n_prompt: int) -> dict[str, Any]:
+        n = _int(body, "n", 1, 1)
+        if n != 1:
+            raise RequestError(400, "only n=1 is supported by this engine", "n")
+        default_max = max(1, min(16, self.context - n_prompt))
+        key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+        max_tokens = _int(body, key, default_max, 1)
+        if n_prompt + max_tokens > self.context:
+            raise RequestError(400, f"This model's maximum context length is {self.context} tokens. However, you "
+                                    f"requested {n_prompt + max_tokens} tokens ({n_prompt} in the prompt, "
+                                    f"{max_tokens} for the completion).", key)
+        stop = body.get("stop") or []
+        if isinstance(stop, str):
+            stop = [stop]
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            raise RequestError(400, "'stop' must be a string or a list of strings", "stop")
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise RequestError(400, "'stream' must be a boolean", "stream")
+        ignore_eos = body.get("ignore_eos", False)
+        if not isinstance(ignore_eos, bool):
+            raise RequestError(400, "'ignore_eos' must be a boolean", "ignore_eos")
+        return {"max_tokens": max_tokens, "temperature": _float(body, "temperature", 1.0, 0.0, 2.0),
+                "top_p": _float(body, "top_p", 1.0, 0.0, 1.0), "seed": _int(body, "seed", None),
+                "stop": stop, "stream": stream, "ignore_eos": ignore_eos}
+
+    def check_model(self, body: dict[str, Any]) -> None:
+        model = body.get("model")
+        if not isinstance(model, str):
+            raise RequestError(400, "'model' is required and must be a string", "model")
+        if model != self.name:
+            raise RequestError(404, f"The model `{model}` does not exist.", "model")
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text)["input_ids"])
+
+
+def build_app(engine: Engine):
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    def error(status: int, message: str, param: str | None = None) -> JSONResponse:
+        kind = "NotFoundError" if status == 404 else "BadRequestError"
+        return JSONResponse(openai_error(status, message, kind, param), status_code=status)
+
+    async def body_of(request: Request) -> dict[str, Any]:
+        try:
+            body = json.loads(await request.body() or b"null")
+        except ValueError as exc:
+            raise RequestError(400, f"malformed JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise RequestError(400, "the body must be a JSON object")
+        return body
+
+    async def health(_request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def models(_request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [
+            {"id": engine.name, "object": "model", "created": engine.created, "owned_by": "mlrecipe",
+             "max_model_len": engine.context}]})
+
+    async def run_generation(request: Request, prompt: str, body: dict[str, Any], chat: bool) -> Response:
+        ids = engine.encode(prompt)
+        params = engine.sampling(body, len(ids))
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:16]
+        created = int(time.time())
+        obj = "chat.completion" if chat else "text_completion"
+        loop = asyncio.get_running_loop()
+        if not params["stream"]:
+            text, n, finish = await loop.run_in_executor(engine.pool, engine.generate, ids, params)
+            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                      if chat else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None})
+            return JSONResponse({"id": rid, "object": obj, "created": created, "model": engine.name,
+                                 "choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": n,
+                                                                "total_tokens": len(ids) + n}})
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def on_text(delta: str) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, delta)
+
+        future = loop.run_in_executor(engine.pool, engine.generate, ids, params, on_text, cancel)
+        future.add_done_callback(lambda _f: loop.call_soon_threadsafe(queue.put_nowait, None))
+
+        def chunk(delta: str | None, finish: str | None) -> bytes:
+            if chat:
+                choice = {"index": 0, "delta": {} if delta is None else {"content": delta}, "finish_reason": finish}
+            else:
+                choice = {"index": 0, "text": delta or "", "finish_reason": finish}
+            data = {"id": rid, "object": obj + ".chunk" if chat else obj, "created": created,
+                    "model": engine.name, "choices": [choice]}
+            return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+        async def events():
+            try:
+                if chat:
+                    first = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": engine.name,
+                             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                          "finish_reason": None}]}
+                    yield b"data: " + json.dumps(first).encode() + b"\n\n"
+                while (delta := await queue.get()) is not None:
+                    yield chunk(delta, None)
+                _text, _n, finish = await future
+                yield chunk(None, finish)
+                yield b"data: [DONE]\n\n"
+            finally:
+                cancel.set()
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def completions(request: Request) -> Response:
+        try:
+            body = await body_of(request)
+            engine.check_model(body)
+            if not engine.causal:
+                raise RequestError(400, "this model is an encoder: use /v1/embeddings")
+            prompt = body.get("prompt")
+            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+                prompt = prompt[0]
+            if not isinstance(prompt, str):
+                raise RequestError(400, "'prompt' is required and must be a string", "prompt")
+            return await run_generation(request, prompt, body, chat=False)
+        except RequestError as exc:
+            return error(exc.status, exc.message, exc.param)
+
+    async def chat_completions(request: Request) -> Response:
+        try:
+            body = await body_of(request)
+            engine.check_model(body)
+            if not engine.causal:
+                raise RequestError(400, "this model is an encoder: use /v1/embeddings")
+            messages = body.get("messages")
+            if not isinstance(messages, list) or not messages or not all(
+                    isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                    for m in messages):
+                raise RequestError(400, "'messages' must be a non-empty list of {role, content} strings", "messages")
+            if not engine.tokenizer.chat_template:
+                raise RequestError(400, "this model has no chat template (serve it with --chat-template FILE)")
+            prompt = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return await run_generation(request, prompt, body, chat=True)
+        except RequestError as exc:
+            return error(exc.status, exc.message, exc.param)
+
+    async def embeddings(request: Request) -> Response:
+        try:
+            body = await body_of(request)
+            engine.check_model(body)
+            if engine.causal:
+                raise RequestError(400, "this model is generative: use /v1/completions")
+            texts = body.get("input")
+            if isinstance(texts, str):
+                texts = [texts]
+            if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+                raise RequestError(400, "'input' must be a string or a non-empty list of strings", "input")
+            vectors, n = await asyncio.get_running_loop().run_in_executor(engine.pool, engine.embed, texts)
+            return JSONResponse({"object": "list", "model": engine.name, "usage": {"prompt_tokens": n,
+                                                                                   "total_tokens": n},
+                                 "data": [{"object": "embedding", "index": i, "embedding": v}
+                                          for i, v in enumerate(vectors)]})
+        except RequestError as exc:
+            return error(exc.status, exc.message, exc.param)
+
+    return Starlette(routes=[
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+    ])
+
+
+def run(args: argparse.Namespace, config: GatewayConfig) -> int:
+    import uvicorn
+
+    name = args.served_model_name or args.model
+    print(f"mlrecipe.serve: loading {args.model} with transformers (sequential engine)", flush=True)
+    engine = Engine(args.model, name, args.chat_template)
+    kind = "causal LM" if engine.causal else "encoder (embeddings)"
+    print(f"mlrecipe.serve: {kind} '{name}', context {engine.context}; listening on http://{args.host}:{args.port}",
+          flush=True)
+    uvicorn.run(Gateway(build_app(engine), config), host=args.host, port=args.port, log_level="info")
+    return 0

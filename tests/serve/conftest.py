@@ -1,0 +1,106 @@
+"""Fixtures of the serving tests: the serving environment, a tiny trained model, one vLLM release for the module.
+
+The serving environment is ``$MLRECIPE_SERVE_ENV`` or ``<repo>/.venv-vllm`` (``make serve-env``); tests that need
+it are skipped, saying so, when it is missing. The model is the quickstart's own: its data script and a 20-step
+training run (a few seconds), exported in Hugging Face format; nothing comes from a hub.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BIN, EXAMPLES, REPO, cli_env
+
+SERVE_ENV = Path(os.environ.get("MLRECIPE_SERVE_ENV") or REPO / ".venv-vllm")
+SERVE_IMAGE = "vllm/vllm-openai:latest"
+SCRIPTS = EXAMPLES / "quickstart" / "scripts"
+
+
+def serve_python() -> Path:
+    return SERVE_ENV / "bin" / "python"
+
+
+def has_serve_env(module: str = "vllm") -> bool:
+    python = serve_python()
+    if not python.exists():
+        return False
+    probe = subprocess.run([str(python), "-c", f"import {module}, mlrecipe.serve"], capture_output=True)
+    return probe.returncode == 0
+
+
+needs_vllm = pytest.mark.skipif(not has_serve_env(), reason=f"no serving environment with vLLM at {SERVE_ENV} "
+                                                            "(run 'make serve-env')")
+
+
+def run_cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300):
+    full = {**cli_env(home), "MLRECIPE_IMAGES": f"{SERVE_IMAGE}={SERVE_ENV}", **(env or {})}
+    return subprocess.run([str(BIN / "mlrecipe"), *args], env=full, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quickstart's tiny Llama, trained for 20 steps, with its tokenizer (Hugging Face format)."""
+    root = tmp_path_factory.mktemp("tiny-model")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, str(SCRIPTS / "prepare_data.py"), "--out", str(root / "data"),
+                    "--vocab-size", "512"], check=True, capture_output=True, env=env)
+    subprocess.run([sys.executable, str(SCRIPTS / "train.py"), "--data", str(root / "data"), "--ckpt-dir",
+                    str(root / "ckpt"), "--export", str(root / "model"), "--steps", "20", "--batch", "4"],
+                   check=True, capture_output=True, env=env)
+    return root / "model"
+
+
+@dataclass
+class Release:
+    home: Path
+    name: str
+    url: str
+    key: str
+    install_output: str
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture(scope="module")
+def vllm_release(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    """``mlrecipe install`` of a vLLM server (API key on, 4 requests in flight, 64 KiB bodies); uninstalled after."""
+    if not has_serve_env():
+        pytest.skip(f"no serving environment with vLLM at {SERVE_ENV} (run 'make serve-env')")
+    root = tmp_path_factory.mktemp("vllm-release")
+    home = root / "mlhome"
+    recipe = write(root / "server.yaml", f"""
+        image: {SERVE_IMAGE}
+        server:
+          command: [python3, -m, mlrecipe.serve]
+          args:
+            - --model {tiny_model}
+            - --served-model-name tiny
+            - --max-inflight 4
+            - --max-body-bytes 65536
+            - --chat-template {EXAMPLES / "quickstart" / "chat_template.jinja"}
+          readiness_probe: {{path: /health, period_secs: 1}}
+          startup_probe: {{path: /health, period_secs: 10, failure_threshold: 30}}
+        """)
+    key = "test-" + secrets.token_hex(12)
+    try:
+        result = run_cli(home, "install", "llm", "serving/generic-server", "-f", str(recipe),
+                         env={"MLRECIPE_API_KEY": key}, timeout=400)
+        assert result.returncode == 0, result.stdout + result.stderr
+        state = json.loads((home / "releases" / "local" / "default" / "llm" / "state.json").read_text())
+        url = state["steps"][state["order"][0]]["url"]
+        yield Release(home, "llm", url, key, result.stdout + result.stderr)
+    finally:
+        run_cli(home, "uninstall", "llm")

@@ -1,0 +1,110 @@
+"""The transformers engine (benchmark baseline; encoder models for embeddings) behind the same API and gateway."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from mlrecipe.backends.common import free_port
+from tests.conftest import EXAMPLES
+from tests.serve.conftest import SERVE_ENV, has_serve_env, serve_python
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not has_serve_env("starlette"),
+                                 reason=f"no serving environment at {SERVE_ENV} (run 'make serve-env')")]
+
+
+def start(model: Path, name: str, log: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(serve_python()), "-m", "mlrecipe.serve", "--engine", "transformers", "--model",
+                                 str(model), "--served-model-name", name, "--port", str(port), *extra],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.3)
+    raise AssertionError(log.read_text())
+
+
+def stop(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def causal(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("hf") / "server.log"
+    proc, url = start(tiny_model, "tiny", log, "--chat-template", str(EXAMPLES / "quickstart" / "chat_template.jinja"))
+    yield url
+    stop(proc)
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A tiny BERT built from a config with a word-piece vocabulary written here (no hub)."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    root = tmp_path_factory.mktemp("bert")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "list", "is", "of", "items", "python", "code"]
+    (root / "vocab.txt").write_text("\n".join(words) + "\n")
+    BertTokenizerFast(vocab_file=str(root / "vocab.txt")).save_pretrained(root / "model")
+    config = BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(root / "model")
+    proc, url = start(root / "model", "bert", root / "server.log")
+    yield url
+    stop(proc)
+
+
+def test_completion_chat_and_streaming(causal: str) -> None:
+    c = openai.OpenAI(base_url=causal + "/v1", api_key="unused", max_retries=0)
+    assert [m.id for m in c.models.list().data] == ["tiny"]
+    out = c.completions.create(model="tiny", prompt="The list", max_tokens=8, temperature=0,
+                               extra_body={"ignore_eos": True})
+    assert out.usage.completion_tokens == 8 and out.choices[0].text
+    chat = c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                     extra_body={"ignore_eos": True})
+    assert chat.choices[0].message.content
+    pieces = [ch.choices[0].text for ch in c.completions.create(model="tiny", prompt="a", max_tokens=6, stream=True,
+                                                                 extra_body={"ignore_eos": True})]
+    assert "".join(pieces)
+    r = httpx.post(causal + "/v2/models/tiny/generate", json={"text_input": "a", "parameters": {"max_tokens": 3}})
+    assert r.status_code == 200 and r.json()["text_output"].startswith("a")
+
+
+@pytest.mark.parametrize("body,status", [
+    (b'{"model": "tiny", "prompt": ', 400),
+    (b'{"model": "tiny"}', 400),
+    (b'{"model": "tiny", "prompt": "a", "max_tokens": "x"}', 400),
+    (b'{"model": "tiny", "prompt": "a", "max_tokens": 100000}', 400),
+    (b'{"model": "other", "prompt": "a"}', 404),
+])
+def test_bad_input(causal: str, body: bytes, status: int) -> None:
+    r = httpx.post(causal + "/v1/completions", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == status and r.json()["error"]["message"]
+
+
+def test_embeddings_of_an_encoder(encoder: str) -> None:
+    c = openai.OpenAI(base_url=encoder + "/v1", api_key="unused", max_retries=0)
+    out = c.embeddings.create(model="bert", input=["the list is fast", "python code"])
+    assert len(out.data) == 2 and len(out.data[0].embedding) == 32
+    norm = sum(x * x for x in out.data[0].embedding) ** 0.5
+    assert abs(norm - 1.0) < 1e-3
+    assert out.data[0].embedding != out.data[1].embedding
+    r = httpx.post(encoder + "/v1/completions", json={"model": "bert", "prompt": "a"})
+    assert r.status_code == 400 and "encoder" in r.json()["error"]["message"]
