@@ -11,6 +11,7 @@ from typing import Any
 from mlrecipe.backends.base import Plan
 from mlrecipe.backends.local.volumes import Mount
 from mlrecipe.runtime import step_runtime
+from mlrecipe.secrets import redact_env
 
 
 @dataclass
@@ -63,7 +64,8 @@ class LocalPlan(Plan):
         out.append(self.script.rstrip("\n"))
         for node in self.nodes:
             out.append(f"# node {node.rank}: log {node.log_path}")
-            out.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(node.env.items())) + " \\")
+            shown = sorted(redact_env(node.env).items())
+            out.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in shown) + " \\")
             out.append("  " + shlex.join(node.argv))
         return "\n".join(out) + "\n"
 
