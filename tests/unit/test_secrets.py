@@ -23,4 +23,4 @@ def test_printed_local_plan_masks_credentials(tmp_path: Path, mlhome: Path) -> N
     result = CliRunner().invoke(app, ["template", "rel", "data-prep/data-process", "-f", str(recipe)])
     assert result.exit_code == 0, result.output
     assert "hf_abcdef123" not in result.output
-    assert "HF_TOKEN=******" in result.output and "MODE=fast" in result.output
+    assert "HF_TOKEN='******'" in result.output and "MODE=fast" in result.output
