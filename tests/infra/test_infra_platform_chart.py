@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from mlrecipe.spec.values import deep_merge
+
 helm_python = pytest.importorskip("helm_python")
 
 Docs = list[dict[str, Any]]
@@ -27,17 +29,6 @@ BASE_VALUES: dict[str, Any] = {
         },
     },
 }
-
-
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge two values dicts (extra wins)."""
-    out = copy.deepcopy(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +111,7 @@ def test_efa_and_neuron_classes_use_their_single_az_subnets(render: Callable) ->
 def test_claims_are_bound_to_static_volumes_in_the_ml_namespace(
     render: Callable, validate_k8s_object: Callable
 ) -> None:
-    docs = render(merge(BASE_VALUES, {"mlNamespace": {"name": "team-a", "create": False}}))
+    docs = render(deep_merge(BASE_VALUES, {"mlNamespace": {"name": "team-a", "create": False}}))
     assert "Namespace" not in {d["kind"] for d in docs}
     claims = by_kind(docs, "PersistentVolumeClaim")
     volumes = by_kind(docs, "PersistentVolume")
@@ -145,7 +136,7 @@ def test_claims_are_bound_to_static_volumes_in_the_ml_namespace(
 def test_efa_pool_targets_a_capacity_reservation(
     capacity_block: bool, render: Callable, validate_k8s_object: Callable
 ) -> None:
-    values = merge(
+    values = deep_merge(
         BASE_VALUES,
         {
             "karpenter": {
@@ -179,10 +170,11 @@ def test_efa_pool_targets_a_capacity_reservation(
 
 
 def test_pools_can_be_disabled_one_by_one(render: Callable) -> None:
-    values = merge(BASE_VALUES, {"karpenter": {"nodePools": {"neuron": {"enabled": False}, "cpu": {"enabled": False}}}})
+    off = {"neuron": {"enabled": False}, "cpu": {"enabled": False}}
+    values = deep_merge(BASE_VALUES, {"karpenter": {"nodePools": off}})
     docs = render(values)
     assert set(by_kind(docs, "NodePool")) == {"cuda", "cuda-efa"}
-    only_storage = render(merge(BASE_VALUES, {"karpenter": {"enabled": False}}))
+    only_storage = render(deep_merge(BASE_VALUES, {"karpenter": {"enabled": False}}))
     assert not by_kind(only_storage, "NodePool")
 
 
@@ -199,10 +191,10 @@ def test_missing_required_values_fail_with_a_message(render: Callable) -> None:
 
 def test_values_schema_rejects_typos_and_bad_ids(render: Callable) -> None:
     with pytest.raises(helm_python.HelmError, match="nodePool"):
-        render(merge(BASE_VALUES, {"karpenter": {"nodePool": {}}}))
+        render(deep_merge(BASE_VALUES, {"karpenter": {"nodePool": {}}}))
     with pytest.raises(helm_python.HelmError):
         render(
-            merge(
+            deep_merge(
                 BASE_VALUES,
                 {"karpenter": {"nodePools": {"cudaEfa": {"capacityReservation": {"ids": ["odcr-123"]}}}}},
             )
