@@ -59,3 +59,26 @@ def test_refused_install_fails_the_step(mlhome: Path, monkeypatch: pytest.Monkey
     outcome = backend.submit(backend.plan(runner.spec.steps[0], ctx), ctx).poll()
     assert outcome is not None and outcome.state == "failed"
     assert "no Kubernetes configuration found" in outcome.message
+
+
+@pytest.mark.parametrize("timeout,expect_failed", [(600.0, False), (0.0, True)])
+def test_stuck_pods_are_reported_then_fail_the_step(
+    mlhome: Path, monkeypatch: pytest.MonkeyPatch, timeout: float, expect_failed: bool
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(cluster, "install", lambda plan, options: None)
+    monkeypatch.setattr(cluster, "uninstall", lambda rel, ns, options: calls.append(rel))
+    monkeypatch.setattr(cluster, "get_object", lambda kind, name, ns, options: load("pytorchjob-running"))
+    monkeypatch.setattr(cluster, "list_pods", lambda ns, sel, options: load("pods-pending")["items"])
+    monkeypatch.setattr(cluster, "pod_log", lambda name, ns, options: "")
+    runner = ReleaseRunner(spec_from_inputs(INPUTS), get_backend("kubernetes"), INPUTS, QuietDisplay(),
+                           options={"stuck_timeout": timeout})
+    backend, ctx = runner.backend, runner.context
+    running = backend.submit(backend.plan(runner.spec.steps[0], ctx), ctx)
+    outcome = running.poll()
+    if expect_failed:
+        assert outcome is not None and outcome.state == "failed" and outcome.message.startswith("stuck for")
+        assert calls, "a stuck step is uninstalled"
+    else:
+        assert outcome is None
+        assert running.progress_note().startswith("waiting: pod ")

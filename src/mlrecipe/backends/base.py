@@ -74,6 +74,10 @@ class RunningStep(ABC):
         """For serving steps: the URL once the server is ready."""
         return None
 
+    def progress_note(self) -> str:
+        """Why the step makes no progress right now (e.g. pods that cannot start), or ``""``."""
+        return ""
+
 
 class Backend(ABC):
     """Base class of every backend (one module each, one line in the registry)."""

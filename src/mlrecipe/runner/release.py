@@ -186,8 +186,9 @@ class ReleaseRunner:
             url = running.ready_url()
             if url is not None:
                 return StepOutcome(SERVING, None, url)
+            note = running.progress_note()
             lines = tail(log, 1)
-            self.display.tick(step.name, time.monotonic() - started, lines[-1] if lines else "")
+            self.display.tick(step.name, time.monotonic() - started, note or (lines[-1] if lines else ""))
             time.sleep(TICK_SECONDS)
 
     def _finish(self, record: ReleaseRecord, rec: StepRecord, outcome: StepOutcome, elapsed: float) -> int:

@@ -7,6 +7,7 @@ copied to ``<step dir>/rank-N.log``.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,9 @@ class KubernetesBackend(Backend):
         return ctx.step_dir(step) / f"rank-{rank}.log"
 
 
+DEFAULT_STUCK_TIMEOUT = 600.0
+
+
 class KubernetesRunningStep(RunningStep):
     """A step installed on the cluster, watched through its workload object and pods."""
 
@@ -70,6 +74,9 @@ class KubernetesRunningStep(RunningStep):
         self.options = options
         self.step_dir = step_dir
         self._outcome: StepOutcome | None = None
+        self._stuck = ""
+        self._stuck_since: float | None = None
+        self.stuck_timeout = float(options.get("stuck_timeout", DEFAULT_STUCK_TIMEOUT))
 
     def fail(self, message: str) -> None:
         """End the step before anything ran (the install was refused)."""
@@ -96,7 +103,26 @@ class KubernetesRunningStep(RunningStep):
         pods = self._pods()
         self._copy_logs(pods)
         self._outcome = status.step_outcome(obj, pods)
+        if self._outcome is None:
+            self._outcome = self._check_stuck(status.stuck_reason(pods))
         return self._outcome
+
+    def _check_stuck(self, reason: str) -> StepOutcome | None:
+        """Remember why pods cannot start; fail the step once that lasts ``stuck_timeout`` seconds."""
+        now = time.monotonic()
+        if not reason:
+            self._stuck, self._stuck_since = "", None
+            return None
+        if self._stuck_since is None:
+            self._stuck_since = now
+        self._stuck = reason
+        if now - self._stuck_since < self.stuck_timeout:
+            return None
+        self.cancel()
+        return StepOutcome("failed", None, f"stuck for {now - self._stuck_since:.0f} s: {reason}")
+
+    def progress_note(self) -> str:
+        return f"waiting: {self._stuck}" if self._stuck else ""
 
     def cancel(self) -> None:
         cluster.uninstall(self.handle["helm_release"], self.handle["namespace"], self.options)
