@@ -46,12 +46,15 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.2) -> Non
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def release_processes(release: str) -> list[psutil.Process]:
-    """Live processes started for ``release`` (found by the env every node inherits)."""
+def release_processes(release: str, home: Path | None = None) -> list[psutil.Process]:
+    """Live processes started for ``release`` (found by the env every node inherits); with ``home``, only
+    those under that ``MLRECIPE_HOME``, so test runs side by side on one machine do not see each other's."""
     found = []
     for p in psutil.process_iter(["pid"]):
         try:
-            if p.environ().get("MLRECIPE_RELEASE") == release and p.status() != psutil.STATUS_ZOMBIE:
+            env = p.environ()
+            mine = home is None or env.get("MLRECIPE_HOME") == str(home)
+            if mine and env.get("MLRECIPE_RELEASE") == release and p.status() != psutil.STATUS_ZOMBIE:
                 found.append(p)
         except psutil.Error:
             continue

@@ -70,7 +70,7 @@ def test_quickstart_pipeline_end_to_end(mlhome: Path, monkeypatch: pytest.Monkey
         _quickstart(mlhome)
     finally:
         cli(mlhome, "uninstall", "quickstart")
-    assert release_processes("quickstart") == []
+    assert release_processes("quickstart", mlhome) == []
 
 
 def _quickstart(mlhome: Path) -> None:
@@ -130,8 +130,8 @@ def test_torchrun_two_nodes_allreduce(tmp_path: Path, mlhome: Path) -> None:
     assert "rank=1 world_size=2 sum=3" in cli(mlhome, "logs", "tr", "--rank", "1").stdout
 
 
-def _worker(release: str, rank: str) -> psutil.Process | None:
-    for p in release_processes(release):
+def _worker(release: str, rank: str, home: Path) -> psutil.Process | None:
+    for p in release_processes(release, home):
         try:
             env = p.environ()
             if env.get("RANK") == rank and "train.py" in " ".join(p.cmdline()) and "TORCHELASTIC_RUN_ID" in env:
@@ -146,7 +146,7 @@ def test_worker_killed_restarts_from_newest_checkpoint(tmp_path: Path, mlhome: P
     proc = start_cli(mlhome, "run", str(pipeline))
     ckpt = efs_home(mlhome, "trainrel") / "ckpt"
     wait_for(lambda: (ckpt / "step-000010.pt").exists(), 180, "the first checkpoint")
-    victim = _worker("trainrel", "1")
+    victim = _worker("trainrel", "1", mlhome)
     assert victim is not None, "no rank-1 worker found"
     victim.send_signal(signal.SIGKILL)
     out = finish(proc, 300)
@@ -164,7 +164,7 @@ def test_resume_after_cli_kill9(tmp_path: Path, mlhome: Path) -> None:
     wait_for(lambda: (ckpt / "step-000010.pt").exists(), 180, "the first checkpoint")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    wait_for(lambda: not release_processes("trainrel"), 60, "the nodes to stop after the CLI died")
+    wait_for(lambda: not release_processes("trainrel", mlhome), 60, "the nodes to stop after the CLI died")
     status = cli(mlhome, "status", "trainrel", "-o", "json")
     assert json.loads(status.stdout)[0]["state"] == "interrupted"
     resumed = cli(mlhome, "resume", "trainrel", timeout=300)
@@ -183,11 +183,11 @@ def test_ctrl_c_stops_every_process(tmp_path: Path, mlhome: Path) -> None:
           args: ["'sleep 300 & sleep 300; wait'"]
         """)
     proc = start_cli(mlhome, "install", "sleepy", "data-prep/data-process", "-f", str(recipe))
-    wait_for(lambda: len([p for p in release_processes("sleepy") if p.name() == "sleep"]) >= 4, 60, "4 sleeps")
+    wait_for(lambda: len([p for p in release_processes("sleepy", mlhome) if p.name() == "sleep"]) >= 4, 60, "4 sleeps")
     proc.send_signal(signal.SIGINT)
     out = finish(proc, 60)
     assert proc.returncode == 130, out
-    wait_for(lambda: not release_processes("sleepy"), 20, "no orphan process")
+    wait_for(lambda: not release_processes("sleepy", mlhome), 20, "no orphan process")
     assert state(mlhome, "sleepy")["state"] == "interrupted"
 
 
@@ -205,7 +205,7 @@ def test_failing_rank_stops_the_others_and_shows_its_log(tmp_path: Path, mlhome:
     assert "node 1 exited with status 7" in result.stdout
     assert "boom-from-rank-1" in result.stdout
     assert state(mlhome, "failing")["state"] == "failed"
-    assert not release_processes("failing")
+    assert not release_processes("failing", mlhome)
 
 
 def test_uninstall_is_idempotent(tmp_path: Path, mlhome: Path) -> None:
