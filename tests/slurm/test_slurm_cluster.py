@@ -214,3 +214,12 @@ def test_template_prints_the_script_that_is_submitted(tmp_path: Path, mlhome: Pa
     assert "hello from tpl on n1" in cli(mlhome, "logs", "tpl").stdout
     env = {**os.environ, "MLRECIPE_HOME": str(mlhome)}
     assert subprocess.run(["bash", "-n", "-c", script], env=env, check=False).returncode == 0
+
+
+def test_doctor_passes_on_the_running_cluster(mlhome: Path, slurm_cluster: Cluster) -> None:
+    """`mlrecipe doctor --backend slurm` against the real test cluster: controller up, partition usable."""
+    result = cli(mlhome, "doctor", "--backend", "slurm", "-o", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    text = json.dumps(report)
+    assert "n1" in text or "n2" in text or "partition" in text.lower()

@@ -41,6 +41,7 @@ class KubernetesBackend(Backend):
             "kind": workload.get("kind"),
             "name": (workload.get("metadata") or {}).get("name"),
             "selector": selector,
+            "url": plan.service_url(),
         }
         running = KubernetesRunningStep(handle, ctx.options, ctx.step_dir(plan.step))
         try:
@@ -75,6 +76,7 @@ class KubernetesRunningStep(RunningStep):
         self.step_dir = step_dir
         self._outcome: StepOutcome | None = None
         self._stuck = ""
+        self._last: dict[str, Any] | None = None
         self._stuck_since: float | None = None
         self.stuck_timeout = float(options.get("stuck_timeout", DEFAULT_STUCK_TIMEOUT))
 
@@ -98,6 +100,7 @@ class KubernetesRunningStep(RunningStep):
         if self._outcome is not None or not self.handle.get("kind"):
             return self._outcome
         obj = cluster.get_object(self.handle["kind"], self.handle["name"], self.handle["namespace"], self.options)
+        self._last = obj
         if obj is None:
             return None
         pods = self._pods()
@@ -120,6 +123,12 @@ class KubernetesRunningStep(RunningStep):
             return None
         self.cancel()
         return StepOutcome("failed", None, f"stuck for {now - self._stuck_since:.0f} s: {reason}")
+
+    def ready_url(self) -> str | None:
+        """For a serving workload (Deployment, LeaderWorkerSet, RayService): its Service URL once ready."""
+        if self._outcome is not None or self._last is None or not status.server_ready(self._last):
+            return None
+        return self.handle.get("url") or f"{self.handle['kind']}/{self.handle['name']}"
 
     def progress_note(self) -> str:
         return f"waiting: {self._stuck}" if self._stuck else ""

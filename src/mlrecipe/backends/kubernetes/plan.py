@@ -34,6 +34,18 @@ class KubernetesPlan(Plan):
     def materialize(self) -> str:
         return f"# step {self.step} ({self.chart}) on backend kubernetes\n{self.manifest_text}"
 
+    def service_url(self) -> str | None:
+        """The in-cluster URL of the step's first Service (``http://<svc>.<ns>.svc.cluster.local:<port>``)."""
+        for obj in self.objects:
+            ports = (obj.get("spec") or {}).get("ports") or []
+            if obj.get("kind") == "Service" and ports and (obj.get("spec") or {}).get("clusterIP") != "None":
+                name = obj["metadata"]["name"]
+                return f"http://{name}.{self.namespace}.svc.cluster.local:{ports[0].get('port')}"
+        workload = self.workload() or {}
+        if workload.get("kind") == "RayService":  # KubeRay creates the "<name>-serve-svc" Service itself
+            return f"http://{workload['metadata']['name']}-serve-svc.{self.namespace}.svc.cluster.local:8000"
+        return None
+
     def workload(self) -> dict[str, Any] | None:
         """The object whose status says how the step went (PyTorchJob, MPIJob, RayJob, Job, ...)."""
         for kind in ("PyTorchJob", "MPIJob", "RayJob", "Job", "RayService", "LeaderWorkerSet", "Deployment"):

@@ -117,3 +117,19 @@ def step_outcome(workload: dict[str, Any], pods: list[dict[str, Any]]) -> StepOu
 def stuck_reason(pods: list[dict[str, Any]]) -> str:
     """Why pods of a running step make no progress (image pull, unschedulable), or ``""``."""
     return "; ".join(p[2] for pod in pods for p in pod_problems(pod) if p[1] is None)
+
+
+def server_ready(obj: dict[str, Any]) -> bool:
+    """Whether a serving workload is ready: Deployment replicas ready, LeaderWorkerSet ``Available``,
+    RayService ``Ready`` (or the older ``serviceStatus: Running``)."""
+    kind = obj.get("kind")
+    st = obj.get("status") or {}
+    if kind == "Deployment":
+        want = int((obj.get("spec") or {}).get("replicas") or 1)
+        return int(st.get("readyReplicas") or 0) >= want
+    conds = _conditions(obj)
+    if kind == "LeaderWorkerSet":
+        return conds.get("Available", {}).get("status") == "True"
+    if kind == "RayService":
+        return conds.get("Ready", {}).get("status") == "True" or st.get("serviceStatus") == "Running"
+    return False
