@@ -130,21 +130,15 @@ def cli() -> typer.Typer:
     return app
 
 
+BASE_ARGS = ["cluster", "eksctl", "--name", "ml", "--region", "us-west-2", "--az", "us-west-2a", "--az", "us-west-2b"]
+
+
 def test_cli_writes_a_valid_manifest(tmp_path: Path, validate_clusterconfig: Validate) -> None:
     out = tmp_path / "cluster.yaml"
     result = CliRunner().invoke(
         cli(),
         [
-            "cluster",
-            "eksctl",
-            "--name",
-            "ml",
-            "--region",
-            "us-west-2",
-            "--az",
-            "us-west-2a",
-            "--az",
-            "us-west-2b",
+            *BASE_ARGS,
             "--instance-type",
             "p4de.24xlarge",
             "--nodes",
@@ -168,16 +162,7 @@ def test_cli_prints_to_stdout_and_rejects_bad_input(validate_clusterconfig: Vali
     ok = runner.invoke(
         cli(),
         [
-            "cluster",
-            "eksctl",
-            "--name",
-            "ml",
-            "--region",
-            "us-west-2",
-            "--az",
-            "us-west-2a",
-            "--az",
-            "us-west-2b",
+            *BASE_ARGS,
             "--no-efa",
             "--auto-repair",
         ],

@@ -239,12 +239,16 @@ def build_app(engine: Engine):
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    def require_generative(body: dict[str, Any]) -> None:
+        """The request names this model, and the model generates text."""
+        engine.check_model(body)
+        if not engine.causal:
+            raise RequestError(400, "this model is an encoder: use /v1/embeddings")
+
     async def completions(request: Request) -> Response:
         try:
             body = await body_of(request)
-            engine.check_model(body)
-            if not engine.causal:
-                raise RequestError(400, "this model is an encoder: use /v1/embeddings")
+            require_generative(body)
             prompt = body.get("prompt")
             if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
                 prompt = prompt[0]
@@ -257,9 +261,7 @@ def build_app(engine: Engine):
     async def chat_completions(request: Request) -> Response:
         try:
             body = await body_of(request)
-            engine.check_model(body)
-            if not engine.causal:
-                raise RequestError(400, "this model is an encoder: use /v1/embeddings")
+            require_generative(body)
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages or not all(
                     isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
