@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from mlrecipe.backends.slurm.config import SlurmConfig
 from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.recipe import Model
 
@@ -35,7 +36,7 @@ class LocalConfig(Model):
 
 class Config(Model):
     local: LocalConfig = Field(default_factory=LocalConfig)
-    slurm: dict = Field(default_factory=dict)
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig)
     kubernetes: dict = Field(default_factory=dict)
 
 

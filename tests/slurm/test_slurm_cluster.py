@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
-from mlrecipe.backends.slurm.backend import SlurmBackend
-from mlrecipe.spec.catalog import lookup
 from tests.conftest import EXAMPLES, REPO
-from tests.integration.helpers import cli, start_cli, wait_for
+from tests.integration.helpers import cli, release_processes, start_cli, wait_for
 from tests.slurm.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]
@@ -49,39 +45,49 @@ def chain_jobs(home: Path, release: str) -> list[str]:
     return [e["job_id"] for e in json.loads(path.read_text())] if path.exists() else []
 
 
-def quickstart_batch_steps(tmp_path: Path) -> Path:
-    """The quickstart up to its serving step (Slurm runs batch steps), next to its recipes and scripts."""
-    src = EXAMPLES / "quickstart"
-    dst = tmp_path / "quickstart"
-    shutil.copytree(src, dst)
-    pipeline = yaml.safe_load((src / "pipeline.yaml").read_text())
-    kinds = SlurmBackend.kinds
-    steps = pipeline["steps"]
-    ran = [i for i, s in enumerate(steps) if lookup(s["chart"]).kind not in kinds]
-    pipeline["steps"] = steps[: ran[0]] if ran else steps  # later steps may use the server's URL
-    assert [s["name"] for s in pipeline["steps"]][:3] == ["data", "train", "evaluate"]
-    (dst / "pipeline.yaml").write_text(yaml.safe_dump(pipeline))
-    return dst / "pipeline.yaml"
+def test_quickstart_pipeline_on_slurm(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole quickstart as batch jobs: data, 2-node elastic DDP, evaluation, a vLLM server job, a client job."""
+    from tests.serve.conftest import SERVE_ENV, SERVE_IMAGE, has_serve_env
 
+    if not has_serve_env():
+        pytest.skip(f"the quickstart's serving step needs vLLM in {SERVE_ENV} (run 'make serve-env')")
+    monkeypatch.setenv("MLRECIPE_IMAGES", f"{SERVE_IMAGE}={SERVE_ENV}")
+    pipeline = str(EXAMPLES / "quickstart" / "pipeline.yaml")
+    try:
+        result = cli(mlhome, "run", pipeline, "--backend", "slurm", timeout=900)
+        assert result.returncode == 0, result.stdout + result.stderr
+        home = mlhome / "volumes" / "pv-efs" / "home" / "quickstart"
+        metrics = json.loads((home / "metrics.json").read_text())
+        assert metrics["world_size"] == 2 and metrics["train_steps"] == 300
+        assert metrics["perplexity"] < metrics["perplexity_untrained"] / 5
+        rec = state(mlhome, "quickstart")
+        train_job = rec["steps"]["train"]["handle"]["job_id"]
+        assert job_field(slurm_cluster, train_job, "NodeList") == "n[1-2]"
+        assert job_field(slurm_cluster, train_job, "JobState") == "COMPLETED"
+        ranks = [cli(mlhome, "logs", "quickstart", "train", "--rank", str(r)) for r in (0, 1)]
+        assert all(r.returncode == 0 and "torchrun" not in r.stderr for r in ranks)
+        assert ranks[0].stdout != ranks[1].stdout, "one log file per node"
+        assert "step 300/300" in ranks[0].stdout + ranks[1].stdout  # c10d decides which node holds global rank 0
 
-def test_quickstart_pipeline_on_slurm(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster) -> None:
-    """data prep, 2-node elastic DDP training and evaluation as three batch jobs; the model learns."""
-    pipeline = quickstart_batch_steps(tmp_path)
-    result = cli(mlhome, "run", str(pipeline), "--backend", "slurm", timeout=400)
-    assert result.returncode == 0, result.stdout + result.stderr
-    metrics = json.loads((mlhome / "volumes" / "pv-efs" / "home" / "quickstart" / "metrics.json").read_text())
-    assert metrics["world_size"] == 2 and metrics["train_steps"] == 300
-    assert metrics["perplexity"] < metrics["perplexity_untrained"] / 5
-    rec = state(mlhome, "quickstart")
-    train_job = rec["steps"]["train"]["handle"]["job_id"]
-    assert job_field(slurm_cluster, train_job, "NodeList") == "n[1-2]"
-    assert job_field(slurm_cluster, train_job, "JobState") == "COMPLETED"
-    ranks = [cli(mlhome, "logs", "quickstart", "train", "--rank", str(r)) for r in (0, 1)]
-    assert all(r.returncode == 0 and "torchrun" not in r.stderr for r in ranks)
-    assert ranks[0].stdout != ranks[1].stdout, "one log file per node"
-    assert "step 300/300" in ranks[0].stdout + ranks[1].stdout  # c10d decides which node holds global rank 0
-    status = json.loads(cli(mlhome, "status", "slurm://default/quickstart", "-o", "json").stdout)
-    assert all(s["state"] == "succeeded" for s in status[0]["steps"])
+        serve_job = rec["steps"]["serve"]["handle"]["job_id"]
+        url = rec["steps"]["serve"]["url"]
+        assert url.startswith("http://127.0.0.1:"), url  # the node's NodeAddr
+        assert job_field(slurm_cluster, serve_job, "JobState") == "RUNNING"
+        answer = json.loads((home / "answer.json").read_text())
+        assert answer["url"] == url and answer["completion"].strip() and answer["completion_tokens"] > 0
+        assert answer["v2_text_output"].strip()
+        assert f"serving (serve at {url})" in result.stdout
+        status = json.loads(cli(mlhome, "status", "slurm://default/quickstart", "-o", "json").stdout)
+        assert status[0]["state"] == "serving"
+        assert [s["state"] for s in status[0]["steps"]] == ["succeeded"] * 3 + ["serving", "succeeded"]
+        again = cli(mlhome, "run", pipeline, "--backend", "slurm", timeout=300)
+        assert again.returncode == 0 and again.stdout.count(f"skipped (still serving at {url}") == 1
+    finally:
+        down = cli(mlhome, "uninstall", "slurm://default/quickstart")
+    assert down.returncode == 0, down.stdout + down.stderr
+    wait_for(lambda: job_field(slurm_cluster, serve_job, "JobState") == "CANCELLED", 60, "the server job cancelled")
+    wait_for(lambda: release_processes("quickstart", mlhome) == [], 60, "no quickstart process left")
 
 
 def test_torchrun_ddp_two_nodes(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster) -> None:
@@ -99,6 +105,105 @@ def test_torchrun_ddp_two_nodes(tmp_path: Path, mlhome: Path, slurm_cluster: Clu
     job = state(mlhome, "ddp")["steps"]["pytorchjob-distributed"]["handle"]["job_id"]
     assert job_field(slurm_cluster, job, "NumNodes") == "2"
     assert job_field(slurm_cluster, job, "MinMemoryNode") == "1G"
+
+
+@pytest.mark.parametrize("mode", ["step", "chain"])
+def test_server_job_url_secret_and_uninstall(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster, mode: str) -> None:
+    """A serving step is a job that stays up: its URL (node address) reaches the next job; secrets stay off disk.
+
+    In chain mode the server ends the first chain (prep -> web); the client is submitted once web is ready.
+    """
+    mlhome.mkdir(parents=True, exist_ok=True)
+    (mlhome / "config.yaml").write_text(f"slurm: {{mode: {mode}, poll_seconds: 0.2}}\n")
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "ready.txt").write_text("ok")
+    write(tmp_path / "web.yaml", f"""
+        server:
+          command: [python3, -m, http.server]
+          args: ["$PORT", --bind "$MLRECIPE_SERVER_HOST", --directory {tmp_path / "www"}]
+          readiness_probe: {{path: /ready.txt, period_secs: 1}}
+          env: [{{name: HF_TOKEN, value: hf-s3cr3t-value}}]
+        """)
+    write(tmp_path / "client.yaml", """
+        process:
+          command: ['python3 -c "import os, urllib.request; u = os.environ[\\"MLRECIPE_WEB_URL\\"];
+                     print(\\"got\\", urllib.request.urlopen(u + \\"/ready.txt\\").read().decode())"']
+        """)
+    pipeline = write(tmp_path / "pipeline.yaml", """
+        release: websrv
+        steps:
+          - {name: prep, chart: data-prep/data-process, recipe: prep.yaml}
+          - {name: web, chart: serving/generic-server, recipe: web.yaml}
+          - {name: client, chart: data-prep/data-process, recipe: client.yaml}
+        """)
+    write(tmp_path / "prep.yaml", "process: {command: ['sleep 2; echo prepared']}\n")
+    try:
+        result = cli(mlhome, "run", str(pipeline), "--backend", "slurm", timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        rec = state(mlhome, "websrv")
+        url, job = rec["steps"]["web"]["url"], rec["steps"]["web"]["handle"]["job_id"]
+        assert rec["state"] == "serving" and url.startswith("http://127.0.0.1:")
+        assert "got ok" in cli(mlhome, "logs", "slurm://default/websrv", "client").stdout
+        assert job_field(slurm_cluster, job, "JobState") == "RUNNING"
+        if mode == "chain":
+            prep_job = rec["steps"]["prep"]["handle"]["job_id"]
+            assert rec["steps"]["prep"]["handle"]["chain"] == [job], "prep and web were submitted together"
+            assert job_field(slurm_cluster, job, "Dependency") == "(null)"  # satisfied: afterok:<prep> ran
+            assert job_field(slurm_cluster, prep_job, "JobState") == "COMPLETED"
+            assert chain_jobs(mlhome, "websrv") == [rec["steps"]["client"]["handle"]["job_id"]]
+        on_disk = [p for p in (mlhome / "releases").rglob("*") if p.is_file()]
+        assert on_disk and not [p for p in on_disk if b"hf-s3cr3t-value" in p.read_bytes()]
+        job_env = Path(f"/proc/{_server_pid(mlhome, 'websrv')}/environ").read_bytes().split(b"\0")
+        assert b"HF_TOKEN=hf-s3cr3t-value" in job_env, "the job still gets the secret"
+    finally:
+        cli(mlhome, "uninstall", "slurm://default/websrv")
+    wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 60, "the server job cancelled")
+    wait_for(lambda: release_processes("websrv", mlhome) == [], 60, "no server process left")
+
+
+def _server_pid(home: Path, release: str) -> int:
+    procs = [p for p in release_processes(release, home) if "http.server" in " ".join(p.cmdline())]
+    assert procs, "the server process runs with the release's environment"
+    return procs[0].pid
+
+
+def test_server_job_not_ready_in_time_is_cancelled_with_its_log(tmp_path: Path, mlhome: Path,
+                                                                slurm_cluster: Cluster) -> None:
+    recipe = write(tmp_path / "never.yaml", """
+        server:
+          command: [python3, -c]
+          args: ["'import time; print(\\"loading weights...\\", flush=True); time.sleep(600)'"]
+          readiness_probe: {path: /health, period_secs: 1}
+          startup_probe: {path: /health, period_secs: 1, failure_threshold: 3}
+        """)
+    result = cli(mlhome, "install", "never", "serving/generic-server", "-f", str(recipe), "-b", "slurm",
+                 timeout=90)
+    assert result.returncode == 1, result.stdout
+    assert "the server was not ready after" in result.stdout and "/health" in result.stdout
+    assert "loading weights..." in result.stdout  # the server's last log lines
+    job = state(mlhome, "never")["steps"]["generic-server"]["handle"]["job_id"]
+    wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 60, "the server job cancelled")
+
+
+def test_mpijob_ranks_span_both_nodes_and_see_the_volumes(tmp_path: Path, mlhome: Path) -> None:
+    """mpirun inside the allocation starts 2 x 2 ranks over both nodes; every rank sees the pvc mount path."""
+    fsx = mlhome / "volumes" / "pv-fsx"
+    (fsx / "code").mkdir(parents=True)
+    (fsx / "code" / "rank.py").write_text(
+        "import os\n"
+        "rank = os.environ['OMPI_COMM_WORLD_RANK']\n"
+        "os.makedirs('/fsx/out', exist_ok=True)\n"
+        "with open(f'/fsx/out/rank-{rank}.txt', 'w') as f:\n"
+        "    f.write(os.environ['SLURMD_NODENAME'] + ' ' + os.environ['OMPI_COMM_WORLD_SIZE'])\n")
+    recipe = write(tmp_path / "mpi.yaml", """
+        resources: {nnodes: 2, nproc_per_node: 2}
+        pvc: [{name: pv-fsx, mount_path: /fsx}]
+        launcher: {type: mpirun, script: /fsx/code/rank.py}
+        """)
+    result = cli(mlhome, "install", "mpi", "training/mpijob", "-f", str(recipe), "-b", "slurm", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = {p.name: p.read_text() for p in sorted((fsx / "out").glob("rank-*.txt"))}
+    assert written == {"rank-0.txt": "n1 4", "rank-1.txt": "n1 4", "rank-2.txt": "n2 4", "rank-3.txt": "n2 4"}
 
 
 def test_failure_shows_exit_code_reason_and_log(tmp_path: Path, mlhome: Path) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from mlrecipe.backends.slurm.scontrol import parse_job
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.spec.errors import SpecError
-from mlrecipe.spec.load import ReleaseSpec
 from mlrecipe.spec.recipe import Resources
 from tests.conftest import EXAMPLES, REPO
 
@@ -38,6 +36,7 @@ def _mpi_recipe(tmp_path: Path) -> str:
     path.write_text(textwrap.dedent("""
         resources: {nnodes: 2, nproc_per_node: 2, requests: {cpu: "4", memory: 8Gi, nvidia.com/gpu: 1}}
         backoff_limit: 2
+        pvc: [{name: pv-fsx, mount_path: /fsx}]
         launcher: {type: mpirun, script: /fsx/code/mpi_rank.py}
         """))
     return str(path)
@@ -63,19 +62,8 @@ def normalize(text: str, home: Path, tmp: Path) -> str:
     return text
 
 
-def batch_steps(spec: ReleaseSpec) -> ReleaseSpec:
-    """The steps before the first one Slurm does not run (the quickstart's serving steps need a server backend)."""
-    kinds = get_backend("slurm").kinds
-    steps = []
-    for step in spec.steps:
-        if step.chart.kind not in kinds:
-            break  # later steps may use the server's URL
-        steps.append(step)
-    return replace(spec, steps=steps)
-
-
 def _materialize(inputs: dict, options: dict) -> str:
-    spec = batch_steps(spec_from_inputs(inputs))
+    spec = spec_from_inputs(inputs)
     runner = ReleaseRunner(spec, get_backend("slurm"), inputs, QuietDisplay(),
                            options={"master_port": 29500, **options})
     return runner.materialize()
@@ -122,7 +110,7 @@ def test_quickstart_script_runs_one_runtime_per_node(mlhome: Path) -> None:
 
 def test_default_master_port_comes_from_the_job_id(mlhome: Path) -> None:
     inputs = CASES["quickstart"][0]
-    spec = batch_steps(spec_from_inputs(inputs))
+    spec = spec_from_inputs(inputs)
     text = ReleaseRunner(spec, get_backend("slurm"), inputs, QuietDisplay()).materialize()
     assert "export PET_MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))" in text
     assert text == ReleaseRunner(spec, get_backend("slurm"), inputs, QuietDisplay()).materialize(), "deterministic"

@@ -5,9 +5,8 @@
 
 Serving charts (StepKind.SERVER, all but ``serving/rayserve``) run one node whose command is a
 long-running server: it gets ``PORT`` / ``MLRECIPE_SERVER_PORT`` (a free port, or the probe's fixed
-port) and ``MLRECIPE_SERVER_HOST=127.0.0.1``; it is ready when ``GET <readiness_probe.path>`` answers
-2xx, within the startup probe's budget (``initial_delay_secs + period_secs * failure_threshold``,
-default 600 s). A server does not die with the CLI: it runs until ``mlrecipe uninstall``.
+port) and ``MLRECIPE_SERVER_HOST=127.0.0.1``; readiness as in :mod:`mlrecipe.backends.serving`.
+A server does not die with the CLI: it runs until ``mlrecipe uninstall``.
 """
 
 from __future__ import annotations
@@ -17,63 +16,21 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.base import Backend, Plan, ReleaseContext, RunningStep, StepOutcome
-from mlrecipe.backends.common import contract_env, free_port, recipe_env, step_program
+from mlrecipe.backends.common import contract_env, free_port, image_envs, recipe_env, step_program
 from mlrecipe.backends.local import procs
 from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch, ServerLaunch
 from mlrecipe.backends.local.volumes import mount_problems, plan_mounts, prepare_mounts, wrap_argv
+from mlrecipe.backends.serving import fixed_probe_port, probe, readiness, server_problems
 from mlrecipe.config import load_config
 from mlrecipe.logtail import tail
 from mlrecipe.runtime import RUNTIME_PATH
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
-
-IMAGES_VAR = "MLRECIPE_IMAGES"  # "image=venv-prefix,image2=prefix2": wins over local.images of the config
-DEFAULT_READY_TIMEOUT = 600
-DEFAULT_HEALTH_PATH = "/health"
-LOCAL_SERVER_CHARTS_EXCLUDED = {"serving/rayserve": "it needs a Ray cluster (Ray Serve); serve the model with "
-                                "serving/generic-server and 'python -m mlrecipe.serve' locally"}
-
-
-def image_envs(configured: dict[str, str]) -> dict[str, str]:
-    """Image name -> Python environment prefix: the config's map, overridden by ``$MLRECIPE_IMAGES``."""
-    out = dict(configured)
-    for item in os.environ.get(IMAGES_VAR, "").split(","):
-        image, sep, prefix = item.strip().rpartition("=")
-        if sep and image and prefix:
-            out[image] = prefix
-    return out
-
-
-def server_launch(step: StepSpec, port: int) -> ServerLaunch:
-    """Port, health URL and readiness budget of a serving step (Kubernetes probe semantics)."""
-    block = step.recipe.server
-    probes = [p for p in (block.readiness_probe, block.startup_probe) if p is not None and p.enabled] \
-        if block else []
-    path = probes[0].path if probes else DEFAULT_HEALTH_PATH
-    startup = block.startup_probe if block and block.startup_probe and block.startup_probe.enabled else None
-    timeout = DEFAULT_READY_TIMEOUT
-    if startup is not None:
-        timeout = (startup.initial_delay_secs or 0) + startup.period_secs * startup.failure_threshold
-    period = min(p.period_secs for p in probes) if probes else 1
-    url = f"http://127.0.0.1:{port}"
-    return ServerLaunch(url=url, health_url=url + (path if path.startswith("/") else "/" + path),
-                        ready_timeout=float(timeout), probe_period=float(min(period, 1)))
-
-
-def fixed_probe_port(step: StepSpec) -> int | None:
-    """A port the recipe pins in its probes (a server that hard-codes its port)."""
-    block = step.recipe.server
-    for probe in (block.readiness_probe, block.startup_probe) if block else ():
-        if probe is not None and isinstance(probe.port, int):
-            return probe.port
-    return None
 
 
 def gpu_count() -> int:
@@ -100,15 +57,7 @@ class LocalBackend(Backend):
         problems = super().check(step)
         if step.chart.kind is StepKind.MPI and shutil.which("mpirun") is None:
             problems.append(f"chart {step.chart.name} needs Open MPI's mpirun on PATH (apt-get install openmpi-bin)")
-        if step.chart.kind is StepKind.SERVER:
-            if step.chart.name in LOCAL_SERVER_CHARTS_EXCLUDED:
-                why = LOCAL_SERVER_CHARTS_EXCLUDED[step.chart.name]
-                return [f"chart {step.chart.name} ({step.chart.kind.value}) is not supported on backend local: {why}"]
-            if not any(c.strip() for c in step.command_line):
-                problems.append(f"chart {step.chart.name}: server.command is empty (the command starting the server)")
-            if step.recipe.resources.nnodes > 1:
-                problems.append(f"chart {step.chart.name}: multi-node serving (nnodes > 1) is not supported locally")
-        return problems
+        return problems + server_problems(step, self.name)
 
     def _python_env(self, step: StepSpec) -> dict[str, str]:
         """PATH for the step: the image's mapped environment, else the CLI's own environment."""
@@ -152,7 +101,10 @@ class LocalBackend(Backend):
         server = None
         if step.chart.kind is StepKind.SERVER:
             server_port = fixed_probe_port(step) or int(ctx.options.get("server_port") or port)
-            server = server_launch(step, server_port)
+            url = f"http://127.0.0.1:{server_port}"
+            ready = readiness(step)
+            server = ServerLaunch(url=url, health_url=ready.health_url(url), ready_timeout=ready.timeout,
+                                  probe_period=ready.period)
             extra.update({"PORT": str(server_port), "MLRECIPE_SERVER_PORT": str(server_port),
                           "MLRECIPE_SERVER_HOST": "127.0.0.1"})
             notes.append(f"step {step.name} serves on {server.url}: ready when GET {server.health_url} answers 2xx "
@@ -303,17 +255,3 @@ class LocalRunningStep(RunningStep):
             if url is not None:
                 return StepOutcome("serving", None, url)
             time.sleep(interval)
-
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1: never through a proxy
-
-
-def probe(url: str, timeout: float = 1.0) -> bool:
-    """Whether ``GET url`` answers 2xx right now."""
-    try:
-        with _OPENER.open(url, timeout=timeout) as resp:
-            return 200 <= resp.status < 300
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-

@@ -5,7 +5,11 @@ the env contract except what differs per node, computes ``PET_MASTER_ADDR`` from
 ``NodeAddr``, and starts the runtime on every node with ``srun --ntasks-per-node=1``; the runtime
 maps ``SLURM_NODEID`` onto ``PET_NODE_RANK``. ``nproc_per_node`` processes per node come from the
 recipe's own launcher (torchrun, accelerate); MPI charts run the launcher once in the batch step and
-``mpirun`` starts the ranks over the allocation. Settings: :mod:`mlrecipe.backends.slurm.config`.
+``mpirun`` starts the ranks over the allocation (its daemons through srun, their pvc binds through a
+launch agent). Serving steps are one-node jobs that run until ``uninstall``: the script publishes the
+server's URL (the node's address and a port) and the CLI waits for its health path
+(:mod:`mlrecipe.backends.slurm.running`). Credential-like env values reach the job through sbatch's
+environment, never the script on disk. Settings: :mod:`mlrecipe.backends.slurm.config`.
 """
 
 from __future__ import annotations
@@ -14,18 +18,19 @@ import os
 import shlex
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from mlrecipe.backends.base import Backend, Plan, ReleaseContext, RunningStep, StepOutcome
-from mlrecipe.backends.common import contract_env, recipe_env, step_program
+from mlrecipe.backends.base import Backend, Plan, ReleaseContext
+from mlrecipe.backends.common import contract_env, image_envs, recipe_env, step_program
 from mlrecipe.backends.local.volumes import Mount, mount_problems, plan_mounts, prepare_mounts, wrap_argv
+from mlrecipe.backends.serving import fixed_probe_port, readiness, server_problems
 from mlrecipe.backends.slurm import chain, resources, scontrol
 from mlrecipe.backends.slurm.config import SlurmConfig, load_slurm_config
-from mlrecipe.backends.slurm.outcome import outcome_of, vanished
 from mlrecipe.backends.slurm.plan import SlurmPlan
-from mlrecipe.backends.slurm.script import NODE_WRAPPER, BatchScript
+from mlrecipe.backends.slurm.running import SlurmRunningStep, job_ids
+from mlrecipe.backends.slurm.script import NODE_WRAPPER, BatchScript, rank_mounts_script, server_lines
+from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -81,10 +86,10 @@ class SlurmBackend(Backend):
     """Runs each step as one Slurm batch job; see the module docstring."""
 
     name = "slurm"
-    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI})
+    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI, StepKind.SERVER})
 
     def check(self, step: StepSpec) -> list[str]:
-        problems = super().check(step)
+        problems = super().check(step) + server_problems(step, self.name)
         try:
             resources.cpus(step.recipe.resources)
             resources.memory_mb(step.recipe.resources)
@@ -100,7 +105,7 @@ class SlurmBackend(Backend):
         mpi = step.chart.kind is StepKind.MPI
         opts, gpus, notes = sbatch_options(step, cfg, step_dir, f"{ctx.release}-{step.name}")
         image = recipe.image_name
-        prefix = cfg.images.get(image) if image else None
+        prefix = image_envs(cfg.images).get(image) if image else None
         if image:
             notes.append(f"image {image} runs in the environment {prefix}" if prefix
                          else f"image {image} is not pulled: the step runs in the CLI's Python environment")
@@ -114,13 +119,35 @@ class SlurmBackend(Backend):
         if prefix:
             extra["VIRTUAL_ENV"] = str(Path(prefix).expanduser())
         extra.update({"MLRECIPE_DEVICE": "cuda"} if gpus else {"MLRECIPE_DEVICE": "cpu", "ACCELERATE_USE_CPU": "1"})
+        extra_files: dict[Path, str] = {}
         if mpi:
             extra.update(MPI_ENV)
-            notes.append("MPI ranks start through mpirun inside the allocation; pvc binds apply to the launcher")
+            notes.append("MPI ranks start through mpirun inside the allocation (Open MPI launches its daemons "
+                         "with srun)")
+            if mounts:
+                agent = step_dir / "rank-mounts.sh"
+                extra_files[agent] = rank_mounts_script(mounts)
+                extra["OMPI_MCA_orte_launch_agent"] = f"{agent} orted"
+                notes.append("the ranks on the other nodes see the pvc mount paths too (mpirun's launch agent "
+                             f"{agent.name} binds them)")
         contract = contract_env(step, ctx, 0, "", 0)
         for key in PER_NODE:
             contract.pop(key, None)
         job_env = {**extra, **(env or {}), **recipe_env(step, ctx), **contract}
+        secrets = {k: v for k, v in job_env.items() if v and is_secret_name(k)}
+        for key in secrets:
+            job_env.pop(key)
+            notes.append(f"{key} is passed to the job from the submitting environment; its value is not written "
+                         "into the batch script")
+        ready, url_file, pre_launch = None, None, []
+        if step.chart.kind is StepKind.SERVER:
+            ready, url_file = readiness(step), step_dir / "server.url"
+            port = fixed_probe_port(step) or ctx.options.get("server_port") or cfg.server_port
+            pre_launch = server_lines(int(port) if port else None, str(url_file))
+            notes.append(f"step {step.name} serves on its node's address (NodeAddr), port "
+                         f"{port or 'chosen on the node'}: ready when GET {ready.path} answers 2xx within "
+                         f"{ready.timeout:.0f} s of the job running; it runs until 'mlrecipe uninstall {ctx.release}' "
+                         "(or the job's time limit)")
         program_path = step_dir / "program.json"
         runtime_path = step_dir / "step_runtime.py"
         argv = wrap_argv([*NODE_WRAPPER, "python3", str(runtime_path), str(program_path)], mounts)
@@ -146,6 +173,7 @@ class SlurmBackend(Backend):
             launch=launch,
             redirect=redirect,
             comments=[f"note: {n}" for n in notes],
+            pre_launch=pre_launch,
         )
         if "PATH" in job_env:
             script.env["PATH"] = job_env["PATH"]
@@ -162,6 +190,10 @@ class SlurmBackend(Backend):
             mounts=mounts,
             notes=notes,
             base_env=dict(env or {}),
+            secret_env=secrets,
+            extra_files=extra_files,
+            readiness=ready,
+            url_file=url_file,
         )
 
     def preflight(self, plan: SlurmPlan) -> list[str]:
@@ -179,13 +211,15 @@ class SlurmBackend(Backend):
             job_id, rest = self._submit_chain(plan, ctx, conf)
         else:
             job_id, rest = self._submit_one(plan, conf), []
-        return SlurmRunningStep(plan.step_dir, job_id, rest, conf, cfg.poll_seconds)
+        return SlurmRunningStep(plan.step_dir, job_id, rest, conf, cfg.poll_seconds, plan.readiness, plan.url_file)
 
     @staticmethod
     def _submit_one(plan: SlurmPlan, conf: str | None, extra: list[str] | None = None) -> str:
         plan.write()
         prepare_mounts(plan.mounts)
-        return scontrol.sbatch(plan.script_path, extra, conf)
+        if plan.url_file is not None:
+            plan.url_file.unlink(missing_ok=True)
+        return scontrol.sbatch(plan.script_path, extra, conf, plan.secret_env)
 
     def _submit_chain(self, plan: SlurmPlan, ctx: ReleaseContext, conf: str | None) -> tuple[str, list[str]]:
         entries = chain.load(ctx)
@@ -196,71 +230,26 @@ class SlurmBackend(Backend):
             info = scontrol.show_job(mine.job_id, conf) if mine.digest == plan.digest else None
             if info is not None and (info.active or info.state == "COMPLETED"):
                 return mine.job_id, [e.job_id for e in entries[i + 1:]]
-        scontrol.scancel([e.job_id for e in entries], conf)
+        here_on = chain.steps_from(ctx, plan.step)
+        scontrol.scancel([e.job_id for e in entries if e.step in here_on], conf)
         first = self._submit_one(plan, conf)
         new = [chain.ChainEntry(plan.step, first, plan.digest)]
-        for step in chain.later_steps(ctx, plan.step):
+        for step in [] if plan.readiness is not None else chain.later_steps(ctx, plan.step):
             later = self.plan(step, ctx, plan.base_env)
             dep = ["--dependency=afterok:" + new[-1].job_id, "--kill-on-invalid-dep=yes"]
             new.append(chain.ChainEntry(step.name, self._submit_one(later, conf, dep), later.digest))
+            if later.readiness is not None:
+                break  # a server never ends: the steps after it are submitted once it is ready
         chain.save(ctx, new)
         return first, [e.job_id for e in new[1:]]
 
     def cancel_handle(self, handle: dict[str, Any]) -> None:
-        scontrol.scancel(_job_ids(handle), handle.get("slurm_conf"))
+        scontrol.scancel(job_ids(handle), handle.get("slurm_conf"))
 
     def handle_alive(self, handle: dict[str, Any]) -> bool:
-        for job_id in _job_ids(handle):
+        for job_id in job_ids(handle):
             info = scontrol.show_job(job_id, handle.get("slurm_conf"))
             if info is not None and info.active:
                 return True
         return False
 
-
-def _job_ids(handle: dict[str, Any]) -> list[str]:
-    first = [handle["job_id"]] if handle.get("job_id") else []
-    return first + list(handle.get("chain") or [])
-
-
-class SlurmRunningStep(RunningStep):
-    """One submitted batch job (and, in chain mode, the jobs queued after it)."""
-
-    def __init__(self, step_dir: Path, job_id: str, rest: list[str], conf: str | None, poll_seconds: float) -> None:
-        self.step_dir = step_dir
-        self.job_id = job_id
-        self.conf = conf
-        self.poll_seconds = poll_seconds
-        self.handle: dict[str, Any] = {"job_id": job_id, "chain": rest, "slurm_conf": conf}
-        self._outcome: StepOutcome | None = None
-        self._next = 0.0
-
-    def poll(self) -> StepOutcome | None:
-        if self._outcome is not None:
-            return self._outcome
-        now = time.monotonic()
-        if now < self._next:
-            return None
-        self._next = now + self.poll_seconds
-        try:
-            info = scontrol.show_job(self.job_id, self.conf)
-        except scontrol.SlurmError:
-            return None  # the controller may be busy; ask again at the next poll
-        if info is None:
-            self._outcome = vanished(self.job_id, self.step_dir)
-        elif info.active:
-            return None
-        else:
-            self._outcome = outcome_of(info, self.step_dir)
-        if self._outcome.state != "succeeded":
-            scontrol.scancel(self.handle["chain"], self.conf)
-        return self._outcome
-
-    def cancel(self) -> None:
-        scontrol.scancel(_job_ids(self.handle), self.conf)
-
-    def wait(self, interval: float = 0.2) -> StepOutcome:
-        while True:
-            outcome = self.poll()
-            if outcome is not None:
-                return outcome
-            time.sleep(interval)

@@ -4,8 +4,9 @@ The runner still drives the release step by step: when it submits the first step
 submits that step and every later one (those the runner will not skip), each with
 ``--dependency=afterok:<previous job>``; when the runner reaches a later step, the backend attaches
 to that step's queued job instead of submitting it again. Any divergence (a changed script, a step
-the chain skipped) cancels the rest of the chain and submits a new one from there. The chain is
-recorded in ``<release state dir>/slurm-chain.json``.
+the chain skipped) cancels the rest of the chain and submits a new one from there. A serving step ends
+a chain (it never completes): the steps after it start a new chain once the server is ready, and the
+server's job stays. The chain is recorded in ``<release state dir>/slurm-chain.json``.
 """
 
 from __future__ import annotations
@@ -64,3 +65,12 @@ def later_steps(ctx: ReleaseContext, step: str) -> list:
             continue
         out.append(s)
     return out
+
+
+def steps_from(ctx: ReleaseContext, step: str) -> set[str]:
+    """``step`` and every step after it in the pipeline (whether or not the runner will skip them)."""
+    from mlrecipe.runner.state import load_record
+
+    record = load_record(ctx.backend, ctx.namespace, ctx.release)
+    order = list(record.order) if record is not None and record.order else []
+    return set(order[order.index(step):]) if step in order else {step}

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from mlrecipe.spec.errors import SpecError
+from mlrecipe.spec.errors import SpecError, SpecIssue, format_path
 from mlrecipe.spec.recipe import Model
 
 
@@ -57,6 +57,10 @@ class SlurmConfig(Model):
     master_port: int | None = Field(
         None, ge=1, le=65535, description="PET_MASTER_PORT (default 20000 + job id % 10000)"
     )
+    server_port: int | None = Field(
+        None, ge=1, le=65535, description="Port of serving steps on their node (default: a port free on the node "
+        "when the job starts; a port pinned in the recipe's probes wins)"
+    )
     poll_seconds: float = Field(0.5, gt=0, description="How often the runner asks scontrol about a job")
 
     def volume_source(self, pvc: str) -> Path:
@@ -71,23 +75,17 @@ class SlurmConfig(Model):
 def load_slurm_config(options: dict[str, Any] | None = None) -> SlurmConfig:
     """The ``slurm:`` section of the config file, overridden by backend options of the same names.
 
-    Invalid content raises :class:`SpecError` naming the file, line and field.
+    Invalid content raises :class:`SpecError` naming the file, line and field (from the config file, or
+    the option).
     """
-    from mlrecipe.config import load_config, mlrecipe_home
+    from mlrecipe.config import load_config
 
-    data = dict(load_config().slurm or {})
-    try:
-        base = SlurmConfig.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(_issues(exc, data, mlrecipe_home() / "config.yaml")) from None
+    base = load_config().slurm
     override = {k: v for k, v in (options or {}).items() if k in SlurmConfig.model_fields and v is not None}
     if not override:
         return base
-    return SlurmConfig.model_validate({**base.model_dump(exclude_unset=True), **override})
-
-
-def _issues(exc: ValidationError, data: dict[str, Any], path: Path):
-    from mlrecipe.spec.issues import ValueSources, pydantic_issues
-    from mlrecipe.spec.yamlfile import load_yaml
-
-    return pydantic_issues(exc, data, ValueSources([(load_yaml(path), ("slurm",), "slurm")]))
+    try:
+        return SlurmConfig.model_validate({**base.model_dump(exclude_unset=True), **override})
+    except ValidationError as exc:
+        raise SpecError([SpecIssue("backend options", None, format_path(e["loc"]), e["msg"])
+                         for e in exc.errors()]) from None

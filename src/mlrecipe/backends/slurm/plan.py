@@ -11,12 +11,16 @@ from typing import Any
 
 from mlrecipe.backends.base import Plan
 from mlrecipe.backends.local.volumes import Mount
+from mlrecipe.backends.serving import Readiness
 from mlrecipe.runtime import RUNTIME_PATH
 
 
 @dataclass
 class SlurmPlan(Plan):
-    """What ``sbatch`` gets for one step: ``script`` (written to ``script_path``) and the step program."""
+    """What ``sbatch`` gets for one step: ``script`` (written to ``script_path``) and the step program.
+
+    ``secret_env`` (credential-like variables) reaches the job through sbatch's environment, never the script.
+    """
 
     step: str
     chart: str
@@ -30,17 +34,24 @@ class SlurmPlan(Plan):
     mounts: list[Mount] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     base_env: dict[str, str] = field(default_factory=dict)
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)
+    readiness: Readiness | None = None
+    url_file: Path | None = None
+    extra_files: dict[Path, str] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
         """Identifies the script and program (a chained job is reused only when both are unchanged)."""
-        payload = self.script + json.dumps(self.program, sort_keys=True)
+        payload = self.script + json.dumps(self.program, sort_keys=True) + json.dumps(
+            sorted((str(k), v) for k, v in self.extra_files.items()))
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def materialize(self) -> str:
         out = [f"# ==> {self.script_path} (sbatch --parsable {self.script_path})", self.script.rstrip("\n")]
         out.append(f"# ==> {self.program_path} (step program run by {self.runtime_path})")
         out.append(json.dumps(self.program, indent=2, sort_keys=True))
+        for path, text in sorted(self.extra_files.items()):
+            out += [f"# ==> {path}", text.rstrip("\n")]
         return "\n".join(out) + "\n"
 
     def write(self) -> None:
@@ -49,6 +60,9 @@ class SlurmPlan(Plan):
         _atomic(self.program_path, json.dumps(self.program, indent=2, sort_keys=True))
         _atomic(self.script_path, self.script)
         self.script_path.chmod(0o755)
+        for path, text in self.extra_files.items():
+            _atomic(path, text)
+            path.chmod(0o755)
         if not self.runtime_path.exists() or self.runtime_path.read_bytes() != RUNTIME_PATH.read_bytes():
             tmp = self.runtime_path.with_suffix(".tmp")
             shutil.copyfile(RUNTIME_PATH, tmp)

@@ -24,16 +24,17 @@ class SlurmError(RuntimeError):
     """A Slurm client tool failed; the message holds its output."""
 
 
-def _env(slurm_conf: str | None) -> dict[str, str]:
-    env = dict(os.environ)
+def _env(slurm_conf: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
     if slurm_conf:
         env["SLURM_CONF"] = slurm_conf
     return env
 
 
-def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, env=_env(slurm_conf), timeout=timeout,
+        return subprocess.run(argv, capture_output=True, text=True, env=_env(slurm_conf, env), timeout=timeout,
                               check=False, stdin=subprocess.DEVNULL)
     except FileNotFoundError as exc:
         raise SlurmError(f"{argv[0]} not found: install the Slurm client tools (apt-get install slurm-client)") from exc
@@ -41,9 +42,10 @@ def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30) -> subpro
         raise SlurmError(f"{' '.join(argv)} did not answer in {timeout:.0f}s") from None
 
 
-def sbatch(script: Path, extra: list[str] | None = None, slurm_conf: str | None = None) -> str:
-    """Submit ``script``; return the job id."""
-    result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf)
+def sbatch(script: Path, extra: list[str] | None = None, slurm_conf: str | None = None,
+           env: dict[str, str] | None = None) -> str:
+    """Submit ``script``; return the job id. ``env`` joins the environment the job inherits (``--export=ALL``)."""
+    result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf, env=env)
     if result.returncode != 0:
         raise SlurmError(f"sbatch failed: {(result.stderr or result.stdout).strip()}")
     return result.stdout.strip().split(";")[0]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from mlrecipe.backends.local.volumes import Mount, wrap_argv
+
 # PET_MASTER_ADDR is the first node's address as Slurm knows it (NodeAddr), so that several
 # slurmd "nodes" on one machine (NodeAddr=127.0.0.1) work as well as a real cluster.
 MASTER_LINES = [
@@ -34,6 +36,7 @@ class BatchScript:
     launch: list[list[str]]
     redirect: str = ""
     comments: list[str] = field(default_factory=list)
+    pre_launch: list[str] = field(default_factory=list)
 
     def render(self) -> str:
         out = ["#!/bin/bash"]
@@ -50,6 +53,33 @@ class BatchScript:
             out.append('export PET_RDZV_ENDPOINT="$PET_MASTER_ADDR:$PET_MASTER_PORT"')
         out.append('echo "[mlrecipe] job $SLURM_JOB_ID: nodes $SLURM_JOB_NODELIST,'
                    ' master $PET_MASTER_ADDR:$PET_MASTER_PORT"')
+        out += self.pre_launch
         lines = [shlex.join(group) for group in self.launch if group]
         out.append("exec " + " \\\n  ".join(lines) + (f" {self.redirect}" if self.redirect else ""))
         return "\n".join(out) + "\n"
+
+
+FREE_PORT = "$(python3 -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])')"
+
+
+def server_lines(port: int | None, url_file: str) -> list[str]:
+    """Lines of a serving step's script: the node's address and a port, published in ``url_file``.
+
+    The server binds the node's address as Slurm knows it (``NodeAddr``, i.e. ``PET_MASTER_ADDR`` of a
+    one-node job) on ``port``, or on a port free on the node when the job starts; the URL is written
+    (atomically) to ``url_file`` on the shared state directory, where the CLI reads it.
+    """
+    tmp = shlex.quote(url_file + ".tmp")
+    return [
+        'export MLRECIPE_SERVER_HOST="$PET_MASTER_ADDR"',
+        f"export PORT={port if port else FREE_PORT}",
+        'export MLRECIPE_SERVER_PORT="$PORT"',
+        f'echo "http://$MLRECIPE_SERVER_HOST:$PORT" > {tmp} && mv {tmp} {shlex.quote(url_file)}',
+        'echo "[mlrecipe] serving on http://$MLRECIPE_SERVER_HOST:$PORT"',
+    ]
+
+
+def rank_mounts_script(mounts: list[Mount]) -> str:
+    """A launch agent for mpirun: start Open MPI's daemon (``"$@"``) with the step's pvc bind mounts in place."""
+    return ("#!/bin/sh\n# mlrecipe: MPI ranks on every node see the pvc mount paths (mpirun's launch agent)\n"
+            f'exec {shlex.join(wrap_argv([], mounts))} "$@"\n')
