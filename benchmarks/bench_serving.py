@@ -2,11 +2,13 @@
 
     python benchmarks/bench_serving.py [--serve-env .venv-vllm] [--model DIR] [--levels 1 8 32]
 
-Each server is started alone on 127.0.0.1 on the same model (the quickstart's tiny Llama: built with the
-quickstart's own scripts unless ``--model`` names an export), warmed up, then driven with non-streaming
-``/v1/completions`` requests of ``--max-tokens`` generated tokens each (``ignore_eos``) at each concurrency
-level. Reported per server and level: generated tokens per second (all tokens / wall time), p50 and p99
-request latency. Servers:
+All servers run on 127.0.0.1 on the same model (the quickstart's tiny Llama: built with the quickstart's
+own scripts unless ``--model`` names an export; ``--hidden``/``--layers`` widen it), are warmed up at the
+highest concurrency, then driven with non-streaming ``/v1/completions`` requests of ``--max-tokens``
+generated tokens each (``ignore_eos``) at each concurrency level, one server at a time, in ``--rounds``
+rounds that rotate the servers' order (so that drift on a shared machine hits every server alike).
+Reported per server and level, as medians over the rounds: generated tokens per second (all tokens / wall
+time, with the min-max over rounds), p50 and p99 request latency. Servers:
 
 - ``mlrecipe``: ``python -m mlrecipe.serve --engine vllm`` (vLLM's OpenAI server with the gateway middleware);
 - ``vllm``: vLLM's own server (``python -m vllm.entrypoints.openai.api_server``), same engine arguments;
@@ -75,12 +77,14 @@ def server_argv(kind: str, python: str, model: Path, port: int) -> list[str]:
     return [python, "-m", "mlrecipe.serve", "--engine", "transformers", *common]
 
 
-def start(kind: str, python: str, model: Path, log: Path) -> tuple[subprocess.Popen, str]:
+def start(kind: str, python: str, model: Path, log: Path, cores: str | None = None) -> tuple[subprocess.Popen, str]:
+    """Start one server and wait for its health route; ``cores``: ``taskset`` CPU list of its front process."""
     port = free_port()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     env.pop("MLRECIPE_API_KEY", None)
     with open(log, "wb") as out:
-        proc = subprocess.Popen(server_argv(kind, python, model, port), stdout=out, stderr=subprocess.STDOUT,
+        pin = ["taskset", "-c", cores] if cores else []
+        proc = subprocess.Popen([*pin, *server_argv(kind, python, model, port)], stdout=out, stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
@@ -137,14 +141,27 @@ async def drive(url: str, concurrency: int, requests: int, max_tokens: int) -> d
             "p99_s": round(p99, 3)}
 
 
+def median_row(rows: list[dict]) -> dict:
+    """One level's figures over the rounds: the median of each (tokens/s, p50, p99), and the spread of tokens/s."""
+    rates = [r["tokens_per_s"] for r in rows]
+    return {"concurrency": rows[0]["concurrency"], "requests": rows[0]["requests"], "rounds": len(rows),
+            "tokens_per_s": round(statistics.median(rates), 1), "tokens_per_s_min": min(rates),
+            "tokens_per_s_max": max(rates), "p50_s": round(statistics.median(r["p50_s"] for r in rows), 3),
+            "p99_s": round(statistics.median(r["p99_s"] for r in rows), 3)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--serve-env", default=str(REPO / ".venv-vllm"))
     parser.add_argument("--model", default=None, help="a Hugging Face export (default: build the quickstart model)")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--requests-per-worker", type=int, default=3, help="requests = max(8, this * concurrency)")
+    parser.add_argument("--requests-per-worker", type=int, default=8, help="requests = max(8, this * concurrency)")
+    parser.add_argument("--rounds", type=int, default=5, help="measurement rounds (servers interleaved); medians")
     parser.add_argument("--servers", nargs="+", default=["vllm", "mlrecipe", "naive"])
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="do not pin the servers and the client to the last core")
+    parser.add_argument("--settle", type=float, default=2.0, help="seconds of quiet before each measurement")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--hidden", type=int, default=None, help="serve a larger random Llama of this width ...")
     parser.add_argument("--layers", type=int, default=8, help="... and this depth (with --hidden)")
@@ -154,25 +171,43 @@ def main() -> int:
     model = Path(args.model) if args.model else build_model(work)
     if args.hidden:
         model = widen(model, work / f"llama-{args.hidden}x{args.layers}", args.hidden, args.layers)
-    results: dict[str, list[dict]] = {}
-    for kind in args.servers:
-        proc, url = start(kind, python, model, work / f"{kind}.log")
-        try:
-            asyncio.run(drive(url, 4, 8, args.max_tokens))  # warm-up
-            results[kind] = []
+    front_cores = None
+    if args.pin and len(os.sched_getaffinity(0)) >= 2:
+        # every server and this client on one core (the last): equal resources for every server, and no
+        # cross-core hand-offs between vLLM's API server and engine (which, spread over two cores here, starve
+        # requests at c=32: p99 ~ the whole run, a quarter of the throughput)
+        last = str(max(os.sched_getaffinity(0)))
+        front_cores = last
+        os.sched_setaffinity(0, {int(last)})
+    servers: dict[str, tuple[subprocess.Popen, str]] = {}
+    raw: dict[str, dict[int, list[dict]]] = {kind: {c: [] for c in args.levels} for kind in args.servers}
+    try:
+        for kind in args.servers:  # all up at once (idle servers take no CPU), so that rounds can interleave
+            cores = front_cores
+            servers[kind] = start(kind, python, model, work / f"{kind}.log", cores)
+            peak = max(args.levels)
+            asyncio.run(drive(servers[kind][1], peak, 2 * peak, args.max_tokens))  # warm-up at the peak level
+        for r in range(args.rounds):
+            order = args.servers[r % len(args.servers):] + args.servers[:r % len(args.servers)]
             for c in args.levels:
-                row = asyncio.run(drive(url, c, max(8, args.requests_per_worker * c), args.max_tokens))
-                results[kind].append(row)
-                print(f"{kind:9s} c={c:<3d} {row['tokens_per_s']:8.1f} tok/s  p50 {row['p50_s']:.3f} s  "
-                      f"p99 {row['p99_s']:.3f} s  ({row['requests']} requests)", flush=True)
-        finally:
+                for kind in order:
+                    time.sleep(args.settle)  # let the previous server's spinning OpenMP threads go idle
+                    row = asyncio.run(drive(servers[kind][1], c, max(8, args.requests_per_worker * c),
+                                            args.max_tokens))
+                    raw[kind][c].append(row)
+                    print(f"round {r + 1}/{args.rounds} {kind:9s} c={c:<3d} {row['tokens_per_s']:8.1f} tok/s  "
+                          f"p50 {row['p50_s']:.3f} s  p99 {row['p99_s']:.3f} s", flush=True)
+    finally:
+        for proc, _ in servers.values():
             stop(proc)
-    print("\n| server | concurrency | generated tok/s | p50 latency | p99 latency |")
+    results = {kind: [median_row(raw[kind][c]) for c in args.levels] for kind in args.servers}
+    print(f"\nmedians over {args.rounds} rounds, {args.max_tokens} generated tokens per request, model {model.name}")
+    print("| server | concurrency | generated tok/s (min-max) | p50 latency | p99 latency |")
     print("|---|---|---|---|---|")
     for kind, rows in results.items():
         for row in rows:
-            print(f"| {kind} | {row['concurrency']} | {row['tokens_per_s']:.0f} | {row['p50_s'] * 1000:.0f} ms | "
-                  f"{row['p99_s'] * 1000:.0f} ms |")
+            print(f"| {kind} | {row['concurrency']} | {row['tokens_per_s']:.0f} ({row['tokens_per_s_min']:.0f}-"
+                  f"{row['tokens_per_s_max']:.0f}) | {row['p50_s'] * 1000:.0f} ms | {row['p99_s'] * 1000:.0f} ms |")
     ratios = {}
     if "mlrecipe" in results and "vllm" in results:
         ratios["mlrecipe_vs_vllm"] = {r["concurrency"]: round(r["tokens_per_s"] / v["tokens_per_s"], 3)
@@ -183,8 +218,8 @@ def main() -> int:
     for name, values in ratios.items():
         print(f"{name}: " + ", ".join(f"c={c}: {v}x" for c, v in values.items()))
     if args.out:
-        Path(args.out).write_text(json.dumps({"results": results, "ratios": ratios, "max_tokens": args.max_tokens},
-                                             indent=2))
+        Path(args.out).write_text(json.dumps({"results": results, "raw": raw, "ratios": ratios,
+                                              "max_tokens": args.max_tokens, "rounds": args.rounds}, indent=2))
     return 0
 
 

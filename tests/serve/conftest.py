@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import BIN, EXAMPLES, REPO, cli_env
@@ -104,3 +107,40 @@ def vllm_release(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
         yield Release(home, "llm", url, key, result.stdout + result.stderr)
     finally:
         run_cli(home, "uninstall", "llm")
+
+
+def start_server(model: Path, name: str, log: Path, engine: str, *extra: str,
+                 timeout: float = 300) -> tuple[subprocess.Popen, str]:
+    """``python -m mlrecipe.serve --engine ENGINE`` on 127.0.0.1 (a free port), once its /health answers."""
+    from mlrecipe.backends.common import free_port
+
+    port = free_port()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(serve_python()), "-m", "mlrecipe.serve", "--engine", engine, "--model",
+                                 str(model), "--served-model-name", name, "--port", str(port), *extra],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    stop_server(proc)
+    raise AssertionError(log.read_text())
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group; SIGKILL if it is still there after 30 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        proc.wait()

@@ -1,11 +1,8 @@
-"""The transformers engine (benchmark baseline; encoder models for embeddings) behind the same API and gateway."""
+"""The transformers engine (the benchmark's naive baseline; also encoder embeddings) behind the same API and gateway."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +10,8 @@ import httpx
 import openai
 import pytest
 
-from mlrecipe.backends.common import free_port
 from tests.conftest import EXAMPLES
-from tests.serve.conftest import SERVE_ENV, has_serve_env, serve_python
+from tests.serve.conftest import SERVE_ENV, has_serve_env, start_server, stop_server
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not has_serve_env("starlette"),
@@ -23,27 +19,7 @@ pytestmark = [pytest.mark.integration,
 
 
 def start(model: Path, name: str, log: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([str(serve_python()), "-m", "mlrecipe.serve", "--engine", "transformers", "--model",
-                                 str(model), "--served-model-name", name, "--port", str(port), *extra],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.3)
-    raise AssertionError(log.read_text())
-
-
-def stop(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=30)
+    return start_server(model, name, log, "transformers", *extra)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +27,7 @@ def causal(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     log = tmp_path_factory.mktemp("hf") / "server.log"
     proc, url = start(tiny_model, "tiny", log, "--chat-template", str(EXAMPLES / "quickstart" / "chat_template.jinja"))
     yield url
-    stop(proc)
+    stop_server(proc)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +44,7 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     BertModel(config).save_pretrained(root / "model")
     proc, url = start(root / "model", "bert", root / "server.log")
     yield url
-    stop(proc)
+    stop_server(proc)
 
 
 def test_completion_chat_and_streaming(causal: str) -> None:

@@ -157,7 +157,8 @@ def test_all_errors_of_a_file_at_once(tmp_path: Path, mlhome: Path) -> None:
          "resources.nnodes: must be greater than or equal to 1"),
         (["install", "rel", "training/pytorchjob-distributed", "-f", "{recipe}", "--backend", "nomad"],
          "unknown backend 'nomad'"),
-        (["install", "rel", "serving/rayserve", "-f", "{server}"], "is not supported on backend local"),
+        (["install", "rel", "serving/rayserve", "-f", "{server}"], "ray.serve_config_v2 needs 'applications'"),
+        (["install", "rel", "training/raytrain", "-f", "{recipe}"], "is not supported on backend local"),
         (["validate", "{recipe}"], "this is a recipe: name its chart with --chart CHART"),
     ],
 )

@@ -11,15 +11,12 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from mlrecipe.backends import rayserve
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
 DEFAULT_HEALTH_PATH = "/health"
 DEFAULT_READY_TIMEOUT = 600.0
-CHARTS_NEEDING_A_CLUSTER = {
-    "serving/rayserve": "it needs a Ray cluster (Ray Serve); serve the model with serving/generic-server and "
-    "'python -m mlrecipe.serve'",
-}
 
 
 @dataclass(frozen=True)
@@ -39,7 +36,8 @@ def readiness(step: StepSpec) -> Readiness:
     block = step.recipe.server
     probes = [p for p in (block.readiness_probe, block.startup_probe) if p is not None and p.enabled] \
         if block else []
-    path = probes[0].path if probes else DEFAULT_HEALTH_PATH
+    default = rayserve.HEALTH_PATH if step.chart.name == rayserve.CHART else DEFAULT_HEALTH_PATH
+    path = probes[0].path if probes else default
     startup = block.startup_probe if block and block.startup_probe and block.startup_probe.enabled else None
     timeout = DEFAULT_READY_TIMEOUT
     if startup is not None:
@@ -58,12 +56,11 @@ def fixed_probe_port(step: StepSpec) -> int | None:
 
 
 def server_problems(step: StepSpec, backend: str) -> list[str]:
-    """Why a serving step cannot run on ``backend`` (a single-node server with a command), or ``[]``."""
+    """Why a serving step cannot run on ``backend`` (a single-node server with a command, or a Serve config)."""
     if step.chart.kind is not StepKind.SERVER:
         return []
-    if step.chart.name in CHARTS_NEEDING_A_CLUSTER:
-        why = CHARTS_NEEDING_A_CLUSTER[step.chart.name]
-        return [f"chart {step.chart.name} ({step.chart.kind.value}) is not supported on backend {backend}: {why}"]
+    if step.chart.name == rayserve.CHART:
+        return rayserve.problems(step)
     problems = []
     if not any(c.strip() for c in step.command_line):
         problems.append(f"chart {step.chart.name}: server.command is empty (the command starting the server)")

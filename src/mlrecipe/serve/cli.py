@@ -20,6 +20,10 @@ import sys
 from mlrecipe.serve.gateway import CONFIG_VAR, GatewayConfig
 
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
+# On vLLM's CPU build the "GPU" memory fraction is the memory reserved on the NUMA node; the KV cache size
+# itself comes from VLLM_CPU_KVCACHE_SPACE (GiB).
+CPU_MEMORY_FRACTION = "0.2"
+CPU_KVCACHE_GIB = "1"
 
 
 def _default_port() -> int:
@@ -57,12 +61,20 @@ def vllm_argv(args: argparse.Namespace, extra: list[str]) -> list[str]:
         argv += ["--served-model-name", args.served_model_name]
     if args.chat_template:
         argv += ["--chat-template", args.chat_template]
-    on_cpu = shutil.which("nvidia-smi") is None
-    if on_cpu and not any(a.startswith("--gpu-memory-utilization") for a in extra):
-        # On the CPU build this fraction is the memory reserved on the NUMA node; the KV cache size itself
-        # comes from VLLM_CPU_KVCACHE_SPACE (set below).
-        argv += ["--gpu-memory-utilization", "0.2"]
+    if on_cpu() and not any(a.startswith("--gpu-memory-utilization") for a in extra):
+        argv += ["--gpu-memory-utilization", CPU_MEMORY_FRACTION]
     return argv + extra
+
+
+def on_cpu() -> bool:
+    """Whether vLLM runs its CPU build here (no NVIDIA GPU)."""
+    return shutil.which("nvidia-smi") is None
+
+
+def set_cpu_env() -> None:
+    """vLLM CPU settings unless the user chose: a 1 GiB KV cache (``VLLM_CPU_KVCACHE_SPACE``)."""
+    if on_cpu():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                   "'make serve-env' (.venv-vllm) and map the recipe's image to it (local.images in "
                   "$MLRECIPE_HOME/config.yaml or MLRECIPE_IMAGES), or use --engine transformers.", file=sys.stderr)
             return 2
-        if shutil.which("nvidia-smi") is None:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        set_cpu_env()
         cmd = vllm_argv(args, extra)
         print("mlrecipe.serve: exec " + " ".join(cmd), flush=True)
         os.execv(cmd[0], cmd)

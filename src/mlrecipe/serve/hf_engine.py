@@ -1,7 +1,9 @@
 """A naive transformers engine behind the same OpenAI API: sequential generation, one request at a time.
 
-It is the benchmark's baseline (what serving without vLLM looks like) and the engine for encoder models
-(``/v1/embeddings``, mean-pooled and L2-normalised) that vLLM's CPU build does not serve. Routes: ``/health``,
+It is the benchmark's baseline (what serving without vLLM looks like) and a fallback for encoder models
+(``/v1/embeddings``, mean-pooled and L2-normalised) that vLLM's CPU build cannot run (its CPU attention
+supports some head sizes only; vLLM serves BERT-style embeddings, classification, rerank and score
+otherwise, see tests/serve/test_vllm_encoders.py). Routes: ``/health``,
 ``/v1/models``, ``/v1/completions`` and ``/v1/chat/completions`` (both with ``stream``), ``/v1/embeddings``;
 the gateway in front adds the KServe v2 routes, limits, the API key and ``/metrics``.
 Runs in the serving environment (Starlette and uvicorn come with vLLM).

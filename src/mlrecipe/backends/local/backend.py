@@ -3,9 +3,9 @@
 ``nnodes`` step runtimes start, one per node, with the master on 127.0.0.1 and a free port;
 ``nproc_per_node`` processes per node come from the recipe's own launcher (torchrun, accelerate).
 
-Serving charts (StepKind.SERVER, all but ``serving/rayserve``) run one node whose command is a
-long-running server: it gets ``PORT`` / ``MLRECIPE_SERVER_PORT`` (a free port, or the probe's fixed
-port) and ``MLRECIPE_SERVER_HOST=127.0.0.1``; readiness as in :mod:`mlrecipe.backends.serving`.
+Serving charts (StepKind.SERVER; ``serving/rayserve`` through :mod:`mlrecipe.backends.rayserve`) run one
+node whose command is a long-running server: it gets ``PORT`` / ``MLRECIPE_SERVER_PORT`` (a free port, or
+the probe's fixed port) and ``MLRECIPE_SERVER_HOST=127.0.0.1``; readiness as in :mod:`mlrecipe.backends.serving`.
 A server does not die with the CLI: it runs until ``mlrecipe uninstall``.
 """
 
@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from mlrecipe.backends import rayserve
 from mlrecipe.backends.base import Backend, Plan, ReleaseContext, RunningStep, StepOutcome
 from mlrecipe.backends.common import contract_env, free_port, image_envs, recipe_env, step_program
 from mlrecipe.backends.local import procs
@@ -85,6 +86,14 @@ class LocalBackend(Backend):
         mounts, volume_env = plan_mounts(step.recipe, self.config.volume_root(), scratch)
         if self.config.volumes == "none":
             mounts = []
+        files: dict[Path, str] = {}
+        if step.chart.name == rayserve.CHART:
+            ray = rayserve.rayserve_launch(step, step_dir)
+            program.update(command=ray.command, args=ray.args)
+            mounts, files = mounts + ray.mounts, ray.files
+            notes.append(f"step {step.name} runs Ray Serve on this machine (python -m mlrecipe.serve.rayserve); "
+                         f"engine config and code are mounted at {rayserve.ENGINE_CONFIG_DIR}, "
+                         f"{rayserve.ENGINE_CODE_DIR}")
         nnodes = step.recipe.resources.nnodes
         extra = {**volume_env, **self._python_env(step), **(env or {})}
         if gpu_count() == 0:
@@ -130,6 +139,7 @@ class LocalBackend(Backend):
             mounts=mounts,
             scratch=scratch,
             server=server,
+            files=files,
         )
 
     def preflight(self, plan: LocalPlan) -> list[str]:

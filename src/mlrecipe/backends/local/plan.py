@@ -47,6 +47,7 @@ class LocalPlan(Plan):
     mounts: list[Mount] = field(default_factory=list)
     scratch: Path | None = None
     server: ServerLaunch | None = None
+    files: dict[Path, str] = field(default_factory=dict)
 
     @property
     def script(self) -> str:
@@ -60,6 +61,8 @@ class LocalPlan(Plan):
                        f"{self.server.ready_timeout:.0f} s; runs until uninstalled")
         out.append(f"# step program: {self.program_path}")
         out.append(json.dumps(self.program, indent=2, sort_keys=True))
+        for path, text in sorted(self.files.items()):
+            out += [f"# file {path}:", text.rstrip("\n")]
         out.append("# script run by the step runtime in every node:")
         out.append(self.script.rstrip("\n"))
         for node in self.nodes:
@@ -70,6 +73,10 @@ class LocalPlan(Plan):
         return "\n".join(out) + "\n"
 
     def write_program(self) -> None:
+        """Write the step program and the step's other files (e.g. a Ray Serve config) into the state dir."""
+        for path, text in self.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
         self.program_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.program_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.program, indent=2, sort_keys=True), encoding="utf-8")

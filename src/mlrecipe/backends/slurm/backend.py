@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mlrecipe.backends import rayserve
 from mlrecipe.backends.base import Backend, Plan, ReleaseContext
 from mlrecipe.backends.common import contract_env, image_envs, recipe_env, step_program
 from mlrecipe.backends.local.volumes import Mount, mount_problems, plan_mounts, prepare_mounts, wrap_argv
@@ -115,11 +116,16 @@ class SlurmBackend(Backend):
         mounts = [Mount(cfg.volume_source(p.name), p.mount_path) for p in recipe.pvc] + mounts[len(recipe.pvc):]
         if cfg.mount == "none":
             mounts = []
+        program = step_program(step, ctx)
+        extra_files: dict[Path, str] = {}
+        if step.chart.name == rayserve.CHART:
+            ray = rayserve.rayserve_launch(step, step_dir)
+            program.update(command=ray.command, args=ray.args)
+            mounts, extra_files = mounts + ray.mounts, dict(ray.files)
         extra: dict[str, str] = dict(volume_env)
         if prefix:
             extra["VIRTUAL_ENV"] = str(Path(prefix).expanduser())
         extra.update({"MLRECIPE_DEVICE": "cuda"} if gpus else {"MLRECIPE_DEVICE": "cpu", "ACCELERATE_USE_CPU": "1"})
-        extra_files: dict[Path, str] = {}
         if mpi:
             extra.update(MPI_ENV)
             notes.append("MPI ranks start through mpirun inside the allocation (Open MPI launches its daemons "
@@ -182,7 +188,7 @@ class SlurmBackend(Backend):
             chart=step.chart.name,
             script=script.render(),
             script_path=step_dir / "job.sbatch",
-            program=step_program(step, ctx),
+            program=program,
             program_path=program_path,
             runtime_path=runtime_path,
             step_dir=step_dir,

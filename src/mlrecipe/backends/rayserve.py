@@ -1,0 +1,72 @@
+"""``serving/rayserve`` outside Kubernetes: the RayService's parts as files, and the command that runs them.
+
+On a cluster KubeRay deploys ``ray.serve_config_v2`` and the chart mounts ``engine.config`` as
+``/etc/engine-config/engine-config.json`` and ``engine.code`` under ``/etc/engine-code``. Here the same
+files are written into the step directory and bind-mounted at those paths, and the step's command is
+``python3 -m mlrecipe.serve.rayserve`` (:mod:`mlrecipe.serve.rayserve`), so a recipe runs unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlrecipe.backends.local.volumes import Mount
+from mlrecipe.spec.load import StepSpec
+
+CHART = "serving/rayserve"
+ENGINE_CONFIG_DIR = "/etc/engine-config"
+ENGINE_CODE_DIR = "/etc/engine-code"
+COMMAND = ["python3", "-m", "mlrecipe.serve.rayserve"]
+HEALTH_PATH = "/-/healthz"
+
+
+@dataclass
+class RayServeLaunch:
+    """Files to write (path -> text), their bind mounts, and the command and args of the step program."""
+
+    files: dict[Path, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+
+
+def serve_config(ray: dict[str, Any]) -> Any:
+    """``ray.serve_config_v2`` in any of its forms ({serveConfigV2: YAML}, YAML text, a map) as data."""
+    value = ray.get("serve_config_v2")
+    if isinstance(value, dict) and "serveConfigV2" in value:
+        value = value["serveConfigV2"]
+    return yaml.safe_load(value) if isinstance(value, str) else value
+
+
+def problems(step: StepSpec) -> list[str]:
+    """What stops a rayserve step from running here (no Serve config)."""
+    config = serve_config(step.recipe.ray or {})
+    if not isinstance(config, dict) or not config.get("applications"):
+        return [f"chart {CHART}: ray.serve_config_v2 needs 'applications' (the Serve config to deploy)"]
+    return []
+
+
+def rayserve_launch(step: StepSpec, step_dir: Path) -> RayServeLaunch:
+    """The files, mounts and command of a rayserve step whose state lives in ``step_dir``."""
+    engine = step.recipe.engine or {}
+    launch = RayServeLaunch(command=list(COMMAND))
+    config_path = step_dir / "ray" / "serve-config.yaml"
+    launch.files[config_path] = yaml.safe_dump(serve_config(step.recipe.ray or {}), sort_keys=False)
+    launch.args = ["--serve-config", str(config_path)]
+    if engine.get("config"):
+        source = step_dir / "engine-config"
+        launch.files[source / "engine-config.json"] = json.dumps(engine["config"], indent=2)
+        launch.mounts.append(Mount(source, ENGINE_CONFIG_DIR))
+    code = engine.get("code")
+    if code:
+        source = step_dir / "engine-code"
+        for name, text in (code.items() if isinstance(code, dict) else [("engine.py", code)]):
+            launch.files[source / name] = str(text)
+        launch.mounts.append(Mount(source, ENGINE_CODE_DIR))
+        launch.args += ["--code-dir", ENGINE_CODE_DIR]
+    return launch

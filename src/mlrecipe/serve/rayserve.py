@@ -1,0 +1,125 @@
+"""Run a Ray Serve config on this machine, as KubeRay runs a RayService's ``serveConfigV2`` on a cluster.
+
+    python -m mlrecipe.serve.rayserve --serve-config serve.yaml [--code-dir DIR ...] [--host H] [--port P]
+
+Starts a Ray instance owned by this process (no dashboard), Serve's HTTP proxy on ``--host``/``--port``
+(default ``$MLRECIPE_SERVER_HOST`` / ``$PORT``, else 127.0.0.1:8000), deploys the config's
+applications (import paths, ``runtime_env``, deployment options: Serve's own schema) and runs until
+SIGTERM or SIGINT, which shut Serve and Ray down. ``--code-dir`` directories (the chart's engine code)
+come first on ``PYTHONPATH``; an ``openai_api`` module is provided for the reference recipes'
+``openai_api:deployment`` import path (:mod:`mlrecipe.serve.ray_openai`) unless a code dir has its own.
+Exit status: 2 for a bad config, 1 when an application fails to deploy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+OPENAI_API_SHIM = ('"""Ray Serve + vLLM OpenAI server (mlrecipe)."""\n'
+                   'from mlrecipe.serve.ray_openai import deployment  # noqa: F401\n')
+POLL_SECONDS = 1.0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m mlrecipe.serve.rayserve", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--serve-config", required=True, help="Serve config YAML (applications: [...])")
+    p.add_argument("--code-dir", action="append", default=[], help="directory put first on PYTHONPATH")
+    p.add_argument("--host", default=os.environ.get("MLRECIPE_SERVER_HOST", "127.0.0.1"))
+    p.add_argument("--port", type=int, default=int(os.environ.get("PORT") or os.environ.get("MLRECIPE_SERVER_PORT")
+                                                   or 8000))
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs Ray may schedule (default: all)")
+    return p
+
+
+def load_serve_config(path: str) -> dict[str, Any]:
+    """The Serve config (``{serveConfigV2: <YAML>}`` and plain forms); ``ValueError`` with the reason when bad."""
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    if isinstance(data, dict) and isinstance(data.get("serveConfigV2"), str):
+        data = yaml.safe_load(data["serveConfigV2"])
+    if isinstance(data, str):
+        data = yaml.safe_load(data)
+    if not isinstance(data, dict) or not isinstance(data.get("applications"), list) or not data["applications"]:
+        raise ValueError(f"{path}: a Serve config needs 'applications' (a non-empty list)")
+    for i, app in enumerate(data["applications"]):
+        if not isinstance(app, dict) or not app.get("import_path"):
+            raise ValueError(f"{path}: applications[{i}].import_path is required (module:attribute)")
+    return data
+
+
+def python_path(code_dirs: list[str]) -> list[str]:
+    """The code dirs, then a directory holding the ``openai_api`` module unless a code dir has one."""
+    dirs = [str(Path(d).resolve()) for d in code_dirs]
+    if not any((Path(d) / "openai_api.py").exists() for d in dirs):
+        shim = Path(tempfile.mkdtemp(prefix="mlrecipe-rayserve-"))
+        (shim / "openai_api.py").write_text(OPENAI_API_SHIM, encoding="utf-8")
+        dirs.append(str(shim))
+    return dirs
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        config = load_serve_config(args.serve_config)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"mlrecipe.serve.rayserve: {exc}", file=sys.stderr)
+        return 2
+    dirs = python_path(args.code_dir)
+    os.environ["PYTHONPATH"] = os.pathsep.join([*dirs, *filter(None, [os.environ.get("PYTHONPATH")])])
+    sys.path[:0] = dirs
+    config["http_options"] = {**(config.get("http_options") or {}), "host": args.host, "port": args.port}
+
+    import ray
+    from ray import serve
+    from ray.serve._private.api import serve_start
+    from ray.serve.schema import ServeDeploySchema
+
+    stop = {"now": False}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    ray.init(num_cpus=args.num_cpus, include_dashboard=False, namespace="serve")
+    try:
+        client = serve_start(http_options=config["http_options"])
+        client.deploy_apps(ServeDeploySchema.parse_obj(config))  # Serve keeps the pydantic v1 API
+        names = [app.get("name", "default") for app in config["applications"]]
+        print(f"mlrecipe.serve.rayserve: deploying {', '.join(names)} on http://{args.host}:{args.port}", flush=True)
+        return watch(serve, names, stop)
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def watch(serve: Any, names: list[str], stop: dict[str, bool]) -> int:
+    """Report application states until a signal (0) or a failed deployment (1)."""
+    seen: dict[str, str] = {}
+    while not stop["now"]:
+        apps = serve.status().applications
+        for name in names:
+            app = apps.get(name)
+            state = str(getattr(app.status, "value", app.status)) if app is not None else "NOT_STARTED"
+            if seen.get(name) != state:
+                seen[name] = state
+                print(f"mlrecipe.serve.rayserve: application {name}: {state}", flush=True)
+                if state.endswith("DEPLOY_FAILED") or state.endswith("UNHEALTHY"):
+                    print(app.message, file=sys.stderr, flush=True)
+                    return 1
+        time.sleep(POLL_SECONDS)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
