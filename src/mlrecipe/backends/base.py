@@ -9,6 +9,7 @@ for status, logs or cancel.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,17 @@ class RunningStep(ABC):
     def progress_note(self) -> str:
         """Why the step makes no progress right now (e.g. pods that cannot start), or ``""``."""
         return ""
+
+    def wait(self, interval: float = 0.2) -> StepOutcome:
+        """Block until the step ends, or for a server until it is ready (outcome ``serving``, URL as message)."""
+        while True:
+            outcome = self.poll()
+            if outcome is not None:
+                return outcome
+            url = self.ready_url()
+            if url is not None:
+                return StepOutcome("serving", None, url)
+            time.sleep(interval)
 
 
 class Backend(ABC):

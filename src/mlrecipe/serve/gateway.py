@@ -182,15 +182,15 @@ class BodyTooLargeError(Exception):
     pass
 
 
-class _Inner:
-    """One in-process call of the wrapped app, its response read message by message."""
+class InProcessCall:
+    """One in-process call of an ASGI app with a complete body, its response read message by message.
 
-    def __init__(self, app: ASGIApp, scope: Scope, receive: Receive, method: str, path: str, body: bytes) -> None:
+    ``receive`` serves the body once, then the caller's own ``receive`` (``http.disconnect`` when the client
+    goes away).
+    """
+
+    def __init__(self, app: ASGIApp, scope: Scope, receive: Receive, body: bytes) -> None:
         self.queue: asyncio.Queue[Message | None] = asyncio.Queue()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"host", _header(scope, b"host") or b"127.0.0.1")]
-        sub = {**scope, "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
-               "headers": headers}
         sent = False
 
         async def inner_receive() -> Message:
@@ -203,7 +203,7 @@ class _Inner:
         async def inner_send(message: Message) -> None:
             await self.queue.put(message)
 
-        self.task = asyncio.ensure_future(app(sub, inner_receive, inner_send))
+        self.task = asyncio.ensure_future(app(scope, inner_receive, inner_send))
         self.task.add_done_callback(lambda _t: self.queue.put_nowait(None))
 
     async def start(self) -> tuple[int, dict[bytes, bytes]]:
@@ -232,6 +232,15 @@ class _Inner:
     def cancel(self) -> None:
         if not self.task.done():
             self.task.cancel()
+
+
+def _gateway_call(app: ASGIApp, scope: Scope, receive: Receive, method: str, path: str, body: bytes) -> InProcessCall:
+    """A gateway-made request (``method path`` with a JSON ``body``) to the wrapped app."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"host", _header(scope, b"host") or b"127.0.0.1")]
+    sub = {**scope, "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+           "headers": headers}
+    return InProcessCall(app, sub, receive, body)
 
 
 class Gateway:
@@ -355,7 +364,7 @@ class Gateway:
         await self.app(scope, receive, counting_send)
 
     async def _metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
-        inner = _Inner(self.app, scope, receive, "GET", "/metrics", b"")
+        inner = _gateway_call(self.app, scope, receive, "GET", "/metrics", b"")
         status, body = await inner.read()
         text = (body.decode("utf-8", "replace") if status == 200 else "") + self.metrics.render()
         data = text.encode()
@@ -365,7 +374,7 @@ class Gateway:
         await send({"type": "http.response.body", "body": data, "more_body": False})
 
     async def _models(self, scope: Scope, receive: Receive) -> list[str]:
-        status, body = await _Inner(self.app, scope, receive, "GET", "/v1/models", b"").read()
+        status, body = await _gateway_call(self.app, scope, receive, "GET", "/v1/models", b"").read()
         if status != 200:
             return []
         with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -378,7 +387,7 @@ class Gateway:
             await send_json(send, 200, {"live": True})
             return
         if path == "/v2/health/ready":
-            status, _ = await _Inner(self.app, scope, receive, "GET", "/health", b"").read()
+            status, _ = await _gateway_call(self.app, scope, receive, "GET", "/health", b"").read()
             await send_json(send, 200 if status == 200 else 503, {"ready": status == 200})
             return
         if parts == ["v2"]:
@@ -419,7 +428,7 @@ class Gateway:
             return
         prompt = request.pop("_prompt")
         echo = request.pop("_echo_input")
-        inner = _Inner(self.app, scope, receive, "POST", "/v1/completions", json.dumps(request).encode())
+        inner = _gateway_call(self.app, scope, receive, "POST", "/v1/completions", json.dumps(request).encode())
         try:
             status, _headers = await inner.start()
             if status != 200 or not stream:

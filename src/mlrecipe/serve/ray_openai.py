@@ -13,7 +13,6 @@ KServe v2 routes, metrics), so the API is the same as ``python -m mlrecipe.serve
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from argparse import Namespace
@@ -25,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from mlrecipe.serve.cli import CPU_MEMORY_FRACTION, on_cpu, set_cpu_env
-from mlrecipe.serve.gateway import Gateway, GatewayConfig
+from mlrecipe.serve.gateway import Gateway, GatewayConfig, InProcessCall
 
 ENGINE_CONFIG_VAR = "ENGINE_CONFIG"
 
@@ -88,45 +87,21 @@ class OpenAIServer:
         self.app = Gateway(app, GatewayConfig.from_env())
 
     async def __call__(self, request: Request) -> Response:
-        body = await request.body()
-        queue: asyncio.Queue[dict | None] = asyncio.Queue()
-        scope = dict(request.scope)
-        scope["root_path"] = ""
-        sent = False
-
-        async def receive() -> dict:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await asyncio.Event().wait()  # no more body; the task is cancelled when the client goes away
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict) -> None:
-            await queue.put(message)
-
-        task = asyncio.ensure_future(self.app(scope, receive, send))
-        task.add_done_callback(lambda _t: queue.put_nowait(None))
-        start = await queue.get()
-        if start is None or start["type"] != "http.response.start":
-            task.cancel()
+        scope = {**request.scope, "root_path": ""}
+        call = InProcessCall(self.app, scope, request.receive, await request.body())
+        status, headers = await call.start()
+        if status == 500 and not headers:
             return Response("no response from the engine", status_code=500)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in start.get("headers") or []}
-        headers.pop("content-length", None)
+        shown = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items() if k != b"content-length"}
 
         async def chunks():
             try:
-                while (message := await queue.get()) is not None:
-                    if message["type"] == "http.response.body":
-                        yield message.get("body", b"")
-                        if not message.get("more_body", False):
-                            return
+                async for chunk in call.chunks():
+                    yield chunk
             finally:
-                if not task.done():
-                    task.cancel()
+                call.cancel()
 
-        return StreamingResponse(chunks(), status_code=int(start["status"]), headers=headers,
-                                 media_type=headers.get("content-type"))
+        return StreamingResponse(chunks(), status_code=status, headers=shown, media_type=shown.get("content-type"))
 
 
 deployment = OpenAIServer.bind()

@@ -254,14 +254,3 @@ class LocalRunningStep(RunningStep):
 
     def cancel(self) -> None:
         procs.stop_run(self.handle, self.grace, self.popens)
-
-    def wait(self, interval: float = 0.2) -> StepOutcome:
-        """Until the step ends (a server: until it is ready, then ``serving``, or it fails)."""
-        while True:
-            outcome = self.poll()
-            if outcome is not None:
-                return outcome
-            url = self.ready_url()
-            if url is not None:
-                return StepOutcome("serving", None, url)
-            time.sleep(interval)

@@ -113,14 +113,3 @@ class SlurmRunningStep(RunningStep):
 
     def cancel(self) -> None:
         scontrol.scancel(job_ids(self.handle), self.conf)
-
-    def wait(self, interval: float = 0.2) -> StepOutcome:
-        """Until the job ends (a server: until it is ready, then ``serving``, or it fails)."""
-        while True:
-            outcome = self.poll()
-            if outcome is not None:
-                return outcome
-            url = self.ready_url()
-            if url is not None:
-                return StepOutcome("serving", None, url)
-            time.sleep(interval)
