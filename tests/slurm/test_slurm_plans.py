@@ -48,6 +48,10 @@ CASES = {
         "kind": "install", "release": "raw-ddp", "chart": "training/pytorchjob-distributed",
         "files": [str(EXAMPLES / "reference-style" / "pretrain-ddp.yaml")], "sets": [], "namespace": "default",
     }, CLUSTER_OPTIONS),
+    "rayserve-vllm": ({
+        "kind": "install", "release": "llm", "chart": "serving/rayserve",
+        "files": [str(EXAMPLES / "eks" / "serving" / "rayserve-vllm.yaml")], "sets": [], "namespace": "default",
+    }, {}),
     "mpijob": ({
         "kind": "install", "release": "mpi", "chart": "training/mpijob", "files": ["<mpi>"], "sets": [],
         "namespace": "default",

@@ -24,6 +24,10 @@ CASES = {
         "kind": "install", "release": "raw-ddp", "chart": "training/pytorchjob-distributed",
         "files": [str(EXAMPLES / "reference-style" / "pretrain-ddp.yaml")], "sets": [], "namespace": "default",
     },
+    "rayserve-vllm": {
+        "kind": "install", "release": "llm", "chart": "serving/rayserve",
+        "files": [str(EXAMPLES / "eks" / "serving" / "rayserve-vllm.yaml")], "sets": [], "namespace": "default",
+    },
 }
 
 
