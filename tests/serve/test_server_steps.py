@@ -94,8 +94,9 @@ def test_server_that_exits_before_ready_fails(tmp_path: Path) -> None:
     assert "exited with status 3" in result.stdout and "cannot bind" in result.stdout
 
 
-def test_rayserve_is_refused_locally_with_a_reason(tmp_path: Path) -> None:
+def test_rayserve_without_a_serve_config_is_refused_before_anything_starts(tmp_path: Path) -> None:
     recipe = write(tmp_path / "r.yaml", "engine: {config: {model: /fsx/m}}\n")
     result = run_cli(tmp_path / "mlhome", "install", "rs", "serving/rayserve", "-f", str(recipe))
     assert result.returncode == 2
-    assert "not supported on backend local" in result.stderr + result.stdout
+    assert "ray.serve_config_v2 needs 'applications'" in result.stderr + result.stdout
+    assert not (tmp_path / "mlhome" / "releases").exists()
