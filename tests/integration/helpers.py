@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -22,8 +23,10 @@ def cli(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedPro
 
 
 def start_cli(home: Path, *args: str) -> subprocess.Popen[str]:
+    """Start ``mlrecipe ARGS`` as a terminal would start it in the foreground: SIGINT (Ctrl-C) not ignored, even
+    when the tests themselves run in the background of a shell (which ignores SIGINT there, inherited by exec)."""
     return subprocess.Popen([*MLRECIPE, *args], env=cli_env(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=REPO)
+                            text=True, cwd=REPO, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def finish(proc: subprocess.Popen[str], timeout: float) -> str:
@@ -67,3 +70,14 @@ def state(home: Path, release: str, namespace: str = "default") -> dict:
 
 def python() -> str:
     return sys.executable
+
+
+def process_names(release: str, home: Path) -> list[str]:
+    """Names of the live processes of ``release`` (those that exit while being looked at are left out)."""
+    names = []
+    for p in release_processes(release, home):
+        try:
+            names.append(p.name())
+        except psutil.Error:
+            continue
+    return names

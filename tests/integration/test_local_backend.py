@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.integration.helpers import cli, finish, release_processes, start_cli, state, wait_for
+from tests.integration.helpers import cli, finish, process_names, release_processes, start_cli, state, wait_for
 
 pytestmark = pytest.mark.integration
 SCRIPTS = EXAMPLES / "quickstart" / "scripts"
@@ -183,7 +183,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path, mlhome: Path) -> None:
           args: ["'sleep 300 & sleep 300; wait'"]
         """)
     proc = start_cli(mlhome, "install", "sleepy", "data-prep/data-process", "-f", str(recipe))
-    wait_for(lambda: len([p for p in release_processes("sleepy", mlhome) if p.name() == "sleep"]) >= 4, 60, "4 sleeps")
+    wait_for(lambda: process_names("sleepy", mlhome).count("sleep") >= 4, 60, "4 sleeps")
     proc.send_signal(signal.SIGINT)
     out = finish(proc, 60)
     assert proc.returncode == 130, out
