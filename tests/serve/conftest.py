@@ -144,3 +144,28 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
     except ProcessLookupError:
         proc.wait()
+
+
+RAY_IMAGE = "rayproject/ray:2.52.1-py311-gpu"
+
+
+def rayserve_recipe(model: Path) -> str:
+    """A serving/rayserve recipe in the reference's form (serveConfigV2, openai_api:deployment, ENGINE_CONFIG)."""
+    return textwrap.dedent(f"""
+        image: {RAY_IMAGE}
+        ray:
+          version: '2.52.1'
+          serve_config_v2:
+            serveConfigV2: |
+              applications:
+                - name: tiny
+                  import_path: openai_api:deployment
+                  runtime_env:
+                    env_vars:
+                      ENGINE_CONFIG: "/etc/engine-config/engine-config.json"
+        engine:
+          config:
+            model: {model}
+            served_model_name: tiny
+            max_model_len: 128
+        """)

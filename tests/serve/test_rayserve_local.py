@@ -15,34 +15,16 @@ import openai
 import pytest
 
 from tests.integration.helpers import release_processes
-from tests.serve.conftest import SERVE_ENV, has_serve_env, run_cli, write
+from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe, run_cli, write
 
 pytestmark = pytest.mark.integration
-RAY_IMAGE = "rayproject/ray:2.52.1-py311-gpu"
 
 
 def test_rayserve_recipe_serves_openai_api_and_uninstalls(tiny_model: Path, tmp_path: Path) -> None:
     if not has_serve_env("ray, vllm"):
         pytest.skip(f"no serving environment with Ray Serve and vLLM at {SERVE_ENV} (run 'make serve-env')")
     home = tmp_path / "mlhome"
-    recipe = write(tmp_path / "rayserve.yaml", f"""
-        image: {RAY_IMAGE}
-        ray:
-          version: '2.52.1'
-          serve_config_v2:
-            serveConfigV2: |
-              applications:
-                - name: tiny
-                  import_path: openai_api:deployment
-                  runtime_env:
-                    env_vars:
-                      ENGINE_CONFIG: "/etc/engine-config/engine-config.json"
-        engine:
-          config:
-            model: {tiny_model}
-            served_model_name: tiny
-            max_model_len: 128
-        """)
+    recipe = write(tmp_path / "rayserve.yaml", rayserve_recipe(tiny_model))
     env = {"MLRECIPE_IMAGES": f"{RAY_IMAGE}={SERVE_ENV}"}
     dry = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr

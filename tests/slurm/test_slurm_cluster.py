@@ -13,6 +13,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import openai
 import pytest
 
 from tests.conftest import EXAMPLES, REPO
@@ -183,6 +184,31 @@ def test_server_job_not_ready_in_time_is_cancelled_with_its_log(tmp_path: Path, 
     assert "loading weights..." in result.stdout  # the server's last log lines
     job = state(mlhome, "never")["steps"]["generic-server"]["handle"]["job_id"]
     wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 60, "the server job cancelled")
+
+
+def test_rayserve_recipe_runs_as_a_job(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster, tiny_model: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reference RayService recipe, unchanged, as a Slurm job: Ray Serve + vLLM on the node, OpenAI API."""
+    from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe
+
+    if not has_serve_env("ray, vllm"):
+        pytest.skip(f"no serving environment with Ray Serve and vLLM at {SERVE_ENV} (run 'make serve-env')")
+    monkeypatch.setenv("MLRECIPE_IMAGES", f"{RAY_IMAGE}={SERVE_ENV}")
+    recipe = write(tmp_path / "rayserve.yaml", rayserve_recipe(tiny_model))
+    try:
+        result = cli(mlhome, "install", "rs", "serving/rayserve", "-f", str(recipe), "-b", "slurm", timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        rec = state(mlhome, "rs")
+        url, job = rec["steps"]["rayserve"]["url"], rec["steps"]["rayserve"]["handle"]["job_id"]
+        assert url.startswith("http://127.0.0.1:") and job_field(slurm_cluster, job, "JobState") == "RUNNING"
+        client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        out = client.completions.create(model="tiny", prompt="The list", max_tokens=4, temperature=0,
+                                        extra_body={"ignore_eos": True})
+        assert out.usage.completion_tokens == 4
+    finally:
+        cli(mlhome, "uninstall", "slurm://default/rs")
+    wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 60, "the Ray Serve job cancelled")
+    wait_for(lambda: release_processes("rs", mlhome) == [], 90, "no Ray, Serve or vLLM process left")
 
 
 def test_mpijob_ranks_span_both_nodes_and_see_the_volumes(tmp_path: Path, mlhome: Path) -> None:

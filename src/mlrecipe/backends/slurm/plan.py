@@ -61,6 +61,7 @@ class SlurmPlan(Plan):
         _atomic(self.script_path, self.script)
         self.script_path.chmod(0o755)
         for path, text in self.extra_files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
             _atomic(path, text)
             path.chmod(0o755)
         if not self.runtime_path.exists() or self.runtime_path.read_bytes() != RUNTIME_PATH.read_bytes():
