@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from mlrecipe.backends.local.volumes import Mount
+from mlrecipe.serve.rayserve import serve_config_data
 from mlrecipe.spec.load import StepSpec
 
 CHART = "serving/rayserve"
@@ -36,11 +37,8 @@ class RayServeLaunch:
 
 
 def serve_config(ray: dict[str, Any]) -> Any:
-    """``ray.serve_config_v2`` in any of its forms ({serveConfigV2: YAML}, YAML text, a map) as data."""
-    value = ray.get("serve_config_v2")
-    if isinstance(value, dict) and "serveConfigV2" in value:
-        value = value["serveConfigV2"]
-    return yaml.safe_load(value) if isinstance(value, str) else value
+    """``ray.serve_config_v2`` as data, whatever form the recipe gives it in."""
+    return serve_config_data(ray.get("serve_config_v2"))
 
 
 def problems(step: StepSpec) -> list[str]:

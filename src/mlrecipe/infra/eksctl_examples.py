@@ -8,35 +8,27 @@ Regenerate the files after changing the generator::
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from mlrecipe.infra.eksctl import ClusterOptions, render_cluster_config
 
+DEV = ClusterOptions(
+    name="ml-g4dn-dev",
+    region="us-west-2",
+    azs=["us-west-2a", "us-west-2b"],
+    instance_type="g4dn.12xlarge",
+    nodes=1,
+    max_nodes=2,
+)
+
 EXAMPLES: dict[str, tuple[str, ClusterOptions]] = {
-    "g4dn-dev-new-vpc.yaml": (
-        "Development cluster, new VPC: g4dn.12xlarge (4x T4) GPU nodes with EFA.",
-        ClusterOptions(
-            name="ml-g4dn-dev",
-            region="us-west-2",
-            azs=["us-west-2a", "us-west-2b"],
-            instance_type="g4dn.12xlarge",
-            nodes=1,
-            max_nodes=2,
-        ),
-    ),
+    "g4dn-dev-new-vpc.yaml": ("Development cluster, new VPC: g4dn.12xlarge (4x T4) GPU nodes with EFA.", DEV),
     "g4dn-dev-existing-vpc.yaml": (
         "Development cluster in an existing VPC: replace the VPC and subnet ids with yours\n"
         "(private subnets with a NAT route, one per AZ).",
-        ClusterOptions(
-            name="ml-g4dn-dev",
-            region="us-west-2",
-            azs=["us-west-2a", "us-west-2b"],
-            instance_type="g4dn.12xlarge",
-            nodes=1,
-            max_nodes=2,
-            vpc_id="vpc-0123456789abcdef0",
-            private_subnets={"us-west-2a": "subnet-0123456789abcdef0", "us-west-2b": "subnet-0123456789abcdef1"},
-        ),
+        replace(DEV, vpc_id="vpc-0123456789abcdef0",
+                private_subnets={"us-west-2a": "subnet-0123456789abcdef0", "us-west-2b": "subnet-0123456789abcdef1"}),
     ),
     "p4de-odcr.yaml": (
         "p4de.24xlarge (8x A100 80GB) nodes with EFA from an on-demand capacity reservation.\n"

@@ -8,8 +8,9 @@ of requests in flight (429 with ``Retry-After``), API-key enforcement that never
 Prometheus metrics appended to vLLM's ``/metrics``.
 
 ``--engine transformers`` serves the same API with a naive, sequential ``transformers`` engine
-(:mod:`mlrecipe.serve.hf_engine`): the benchmark baseline, and the fallback for encoder models
-(embeddings) that vLLM's CPU build does not serve.
+(:mod:`mlrecipe.serve.hf_engine`): the benchmark baseline, and an embeddings fallback for encoder models
+vLLM's CPU build cannot run. ``python -m mlrecipe.serve.rayserve`` runs a Ray Serve config (the rayserve
+chart) with :mod:`mlrecipe.serve.ray_openai` as the vLLM deployment.
 
 Everything here runs in the serving environment (``make serve-env`` -> ``.venv-vllm``); the gateway itself
 uses the standard library only.

@@ -41,14 +41,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def serve_config_data(value: Any) -> Any:
+    """A Serve config in any of the chart's forms (``{serveConfigV2: <YAML>}``, YAML text, a map) as data."""
+    if isinstance(value, dict) and "serveConfigV2" in value:
+        value = value["serveConfigV2"]
+    return yaml.safe_load(value) if isinstance(value, str) else value
+
+
 def load_serve_config(path: str) -> dict[str, Any]:
-    """The Serve config (``{serveConfigV2: <YAML>}`` and plain forms); ``ValueError`` with the reason when bad."""
+    """The Serve config in ``path`` (any form); ``ValueError`` with the reason when bad."""
     with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
-    if isinstance(data, dict) and isinstance(data.get("serveConfigV2"), str):
-        data = yaml.safe_load(data["serveConfigV2"])
-    if isinstance(data, str):
-        data = yaml.safe_load(data)
+        data = serve_config_data(yaml.safe_load(fh))
     if not isinstance(data, dict) or not isinstance(data.get("applications"), list) or not data["applications"]:
         raise ValueError(f"{path}: a Serve config needs 'applications' (a non-empty list)")
     for i, app in enumerate(data["applications"]):

@@ -63,7 +63,8 @@ class SlurmPlan(Plan):
         for path, text in self.extra_files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             _atomic(path, text)
-            path.chmod(0o755)
+            if text.startswith("#!"):
+                path.chmod(0o755)
         if not self.runtime_path.exists() or self.runtime_path.read_bytes() != RUNTIME_PATH.read_bytes():
             tmp = self.runtime_path.with_suffix(".tmp")
             shutil.copyfile(RUNTIME_PATH, tmp)
