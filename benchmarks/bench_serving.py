@@ -8,11 +8,23 @@ highest concurrency, then driven with non-streaming ``/v1/completions`` requests
 generated tokens each (``ignore_eos``) at each concurrency level, one server at a time, in ``--rounds``
 rounds that rotate the servers' order (so that drift on a shared machine hits every server alike).
 Reported per server and level, as medians over the rounds: generated tokens per second (all tokens / wall
-time, with the min-max over rounds), p50 and p99 request latency. Servers:
+time, with the min-max over rounds), p50 and p99 request latency.
 
-- ``mlrecipe``: ``python -m mlrecipe.serve --engine vllm`` (vLLM's OpenAI server with the gateway middleware);
-- ``vllm``: vLLM's own server (``python -m vllm.entrypoints.openai.api_server``), same engine arguments;
-- ``naive``: ``python -m mlrecipe.serve --engine transformers`` (sequential transformers generation, same API).
+Every server gets the whole machine; the client runs on the last CPU. Servers:
+
+- ``mlrecipe``: ``python -m mlrecipe.serve --engine vllm`` (vLLM's OpenAI server with the gateway middleware),
+  which places itself: vLLM's engine on all CPUs but the last, the HTTP front on the last
+  (``mlrecipe.serve.placement``);
+- ``vllm``: vLLM's own server (``python -m vllm.entrypoints.openai.api_server``), same engine arguments,
+  placed by this script exactly as mlrecipe.serve places itself;
+- ``vllm-default``: the same server with vLLM's own CPU placement (everything on every CPU);
+- ``naive``: ``python -m mlrecipe.serve --engine transformers`` (sequential transformers generation, same API),
+  placed by mlrecipe.serve: generation thread on the engine CPUs, event loop on the last;
+- ``naive-engine-cpus``: the same with ``--no-cpu-placement``, the whole process on the engine CPUs (away from
+  the client).
+
+Ratios, level by level: against ``vllm`` (same placement: what the gateway costs), against ``vllm-default``
+(what a plain ``vllm serve`` on this machine gives), and against the better of the two naive variants.
 """
 
 from __future__ import annotations
@@ -32,6 +44,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from mlrecipe.serve.placement import SWITCH_VAR, VLLM_BIND_VAR, CpuPlacement, cpu_list
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "examples" / "quickstart" / "scripts"
@@ -68,24 +82,38 @@ def widen(model: Path, out: Path, hidden: int, layers: int) -> Path:
     return out
 
 
+VLLM_KINDS = ("vllm", "vllm-default")
+NAIVE_KINDS = ("naive", "naive-engine-cpus")
+KINDS = ("mlrecipe", *VLLM_KINDS, *NAIVE_KINDS)
+
+
 def server_argv(kind: str, python: str, model: Path, port: int) -> list[str]:
     common = ["--model", str(model), "--served-model-name", "m", "--host", "127.0.0.1", "--port", str(port)]
-    if kind == "vllm":
+    if kind in VLLM_KINDS:
         return [python, "-m", "vllm.entrypoints.openai.api_server", *common, "--gpu-memory-utilization", "0.2"]
     if kind == "mlrecipe":
         return [python, "-m", "mlrecipe.serve", "--engine", "vllm", *common]
-    return [python, "-m", "mlrecipe.serve", "--engine", "transformers", *common]
+    placement = ["--no-cpu-placement"] if kind == "naive-engine-cpus" else []
+    return [python, "-m", "mlrecipe.serve", "--engine", "transformers", *common, *placement]
 
 
-def start(kind: str, python: str, model: Path, log: Path, cores: str | None = None) -> tuple[subprocess.Popen, str]:
-    """Start one server and wait for its health route; ``cores``: ``taskset`` CPU list of its front process."""
+def start(kind: str, python: str, model: Path, log: Path,
+          placement: CpuPlacement | None) -> tuple[subprocess.Popen, str]:
+    """Start one server on the CPUs its kind gets (see the module's docstring) and wait for its health route."""
     port = free_port()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    env.pop("MLRECIPE_API_KEY", None)
+    for var in ("MLRECIPE_API_KEY", SWITCH_VAR, VLLM_BIND_VAR):
+        env.pop(var, None)
+    if placement is None:
+        env[SWITCH_VAR] = "off"
+    cpus = sorted(os.sched_getaffinity(0))
+    if placement and kind in ("vllm", "naive-engine-cpus"):
+        cpus = sorted(placement.engine)
+    if placement and kind == "vllm":
+        env[VLLM_BIND_VAR] = cpu_list(placement.engine)
     with open(log, "wb") as out:
-        pin = ["taskset", "-c", cores] if cores else []
-        proc = subprocess.Popen([*pin, *server_argv(kind, python, model, port)], stdout=out, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(["taskset", "-c", cpu_list(cpus), *server_argv(kind, python, model, port)],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -93,6 +121,9 @@ def start(kind: str, python: str, model: Path, log: Path, cores: str | None = No
             raise RuntimeError(f"{kind} server exited; see {log}")
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
+                if placement and kind == "vllm":  # what mlrecipe.serve's gateway does once vLLM's engine is up
+                    for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                        os.sched_setaffinity(int(tid), placement.front)
                 return proc, url
         except httpx.TransportError:
             pass
@@ -158,9 +189,9 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--requests-per-worker", type=int, default=8, help="requests = max(8, this * concurrency)")
     parser.add_argument("--rounds", type=int, default=5, help="measurement rounds (servers interleaved); medians")
-    parser.add_argument("--servers", nargs="+", default=["vllm", "mlrecipe", "naive"])
+    parser.add_argument("--servers", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--no-pin", dest="pin", action="store_false",
-                        help="do not pin the servers and the client to the last core")
+                        help="no CPU placement: the client and every server on every CPU")
     parser.add_argument("--settle", type=float, default=2.0, help="seconds of quiet before each measurement")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--hidden", type=int, default=None, help="serve a larger random Llama of this width ...")
@@ -171,22 +202,16 @@ def main() -> int:
     model = Path(args.model) if args.model else build_model(work)
     if args.hidden:
         model = widen(model, work / f"llama-{args.hidden}x{args.layers}", args.hidden, args.layers)
-    front_cores = None
-    if args.pin and len(os.sched_getaffinity(0)) >= 2:
-        # every server and this client on one core (the last): equal resources for every server, and no
-        # cross-core hand-offs between vLLM's API server and engine (which, spread over two cores here, starve
-        # requests at c=32: p99 ~ the whole run, a quarter of the throughput)
-        last = str(max(os.sched_getaffinity(0)))
-        front_cores = last
-        os.sched_setaffinity(0, {int(last)})
+    placement = CpuPlacement.plan() if args.pin else None
     servers: dict[str, tuple[subprocess.Popen, str]] = {}
     raw: dict[str, dict[int, list[dict]]] = {kind: {c: [] for c in args.levels} for kind in args.servers}
     try:
         for kind in args.servers:  # all up at once (idle servers take no CPU), so that rounds can interleave
-            cores = front_cores
-            servers[kind] = start(kind, python, model, work / f"{kind}.log", cores)
+            servers[kind] = start(kind, python, model, work / f"{kind}.log", placement)
             peak = max(args.levels)
             asyncio.run(drive(servers[kind][1], peak, 2 * peak, args.max_tokens))  # warm-up at the peak level
+        if placement:  # the client on the front CPU, started servers keep their own masks
+            os.sched_setaffinity(0, placement.front)
         for r in range(args.rounds):
             order = args.servers[r % len(args.servers):] + args.servers[:r % len(args.servers)]
             for c in args.levels:
@@ -195,7 +220,7 @@ def main() -> int:
                     row = asyncio.run(drive(servers[kind][1], c, max(8, args.requests_per_worker * c),
                                             args.max_tokens))
                     raw[kind][c].append(row)
-                    print(f"round {r + 1}/{args.rounds} {kind:9s} c={c:<3d} {row['tokens_per_s']:8.1f} tok/s  "
+                    print(f"round {r + 1}/{args.rounds} {kind:17s} c={c:<3d} {row['tokens_per_s']:8.1f} tok/s  "
                           f"p50 {row['p50_s']:.3f} s  p99 {row['p99_s']:.3f} s", flush=True)
     finally:
         for proc, _ in servers.values():
@@ -209,12 +234,14 @@ def main() -> int:
             print(f"| {kind} | {row['concurrency']} | {row['tokens_per_s']:.0f} ({row['tokens_per_s_min']:.0f}-"
                   f"{row['tokens_per_s_max']:.0f}) | {row['p50_s'] * 1000:.0f} ms | {row['p99_s'] * 1000:.0f} ms |")
     ratios = {}
-    if "mlrecipe" in results and "vllm" in results:
-        ratios["mlrecipe_vs_vllm"] = {r["concurrency"]: round(r["tokens_per_s"] / v["tokens_per_s"], 3)
-                                      for r, v in zip(results["mlrecipe"], results["vllm"], strict=True)}
-    if "mlrecipe" in results and "naive" in results:
-        ratios["mlrecipe_vs_naive"] = {r["concurrency"]: round(r["tokens_per_s"] / v["tokens_per_s"], 2)
-                                       for r, v in zip(results["mlrecipe"], results["naive"], strict=True)}
+    comparisons = (("vllm", ["vllm"]), ("vllm_default_placement", ["vllm-default"]),
+                   ("naive_best_placement", [k for k in NAIVE_KINDS if k in results]))
+    for name, others in comparisons:
+        if "mlrecipe" in results and others and all(k in results for k in others):
+            best = [max((results[k][i] for k in others), key=lambda row: row["tokens_per_s"])
+                    for i in range(len(args.levels))]
+            ratios[f"mlrecipe_vs_{name}"] = {r["concurrency"]: round(r["tokens_per_s"] / b["tokens_per_s"], 2)
+                                             for r, b in zip(results["mlrecipe"], best, strict=True)}
     for name, values in ratios.items():
         print(f"{name}: " + ", ".join(f"c={c}: {v}x" for c, v in values.items()))
     if args.out:

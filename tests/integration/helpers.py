@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -62,6 +63,30 @@ def release_processes(release: str, home: Path | None = None) -> list[psutil.Pro
         except psutil.Error:
             continue
     return found
+
+
+def release_tree(release: str, home: Path | None = None) -> set[psutil.Process]:
+    """:func:`release_processes` with all their descendants: also the processes that renamed themselves
+    (vLLM's ``VLLM::EngineCore``, Ray's workers: setproctitle hides their environment). Take it while the
+    release runs; check it with :func:`still_alive` after it is stopped."""
+    tree: set[psutil.Process] = set()
+    for proc in release_processes(release, home):
+        tree.add(proc)
+        with contextlib.suppress(psutil.Error):
+            tree.update(proc.children(recursive=True))
+    return tree
+
+
+def still_alive(procs: set[psutil.Process]) -> list[str]:
+    """Those of ``procs`` still running (the same processes: a reused pid does not count), as ``pid name``."""
+    out = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(f"{proc.pid} {proc.name()}")
+        except psutil.Error:
+            continue
+    return out
 
 
 def state(home: Path, release: str, namespace: str = "default") -> dict:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import openai
+import psutil
 import pytest
 
 from tests.conftest import EXAMPLES
@@ -22,12 +25,23 @@ def start(model: Path, name: str, log: Path, *extra: str) -> tuple[subprocess.Po
     return start_server(model, name, log, "transformers", *extra)
 
 
+class Server(NamedTuple):
+    proc: subprocess.Popen
+    url: str
+
+
 @pytest.fixture(scope="module")
-def causal(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def causal_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("hf") / "server.log"
-    proc, url = start(tiny_model, "tiny", log, "--chat-template", str(EXAMPLES / "quickstart" / "chat_template.jinja"))
-    yield url
-    stop_server(proc)
+    server = Server(*start(tiny_model, "tiny", log, "--chat-template",
+                           str(EXAMPLES / "quickstart" / "chat_template.jinja")))
+    yield server
+    stop_server(server.proc)
+
+
+@pytest.fixture(scope="module")
+def causal(causal_server: Server) -> str:
+    return causal_server.url
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +98,17 @@ def test_embeddings_of_an_encoder(encoder: str) -> None:
     assert out.data[0].embedding != out.data[1].embedding
     r = httpx.post(encoder + "/v1/completions", json={"model": "bert", "prompt": "a"})
     assert r.status_code == 400 and "encoder" in r.json()["error"]["message"]
+
+
+def test_generation_and_front_threads_are_placed(causal_server: Server) -> None:
+    """The event loop on the last CPU, generation on the others (mlrecipe.serve.placement); all CPUs with one."""
+    r = httpx.post(causal_server.url + "/v1/completions", json={"model": "tiny", "prompt": "x", "max_tokens": 2})
+    assert r.status_code == 200, r.text
+    usable = sorted(os.sched_getaffinity(0))
+    server = psutil.Process(causal_server.proc.pid)
+    masks = {t.id: sorted(os.sched_getaffinity(t.id)) for t in server.threads()}
+    if len(usable) < 2:
+        assert set(map(tuple, masks.values())) == {tuple(usable)}
+        return
+    assert masks[server.pid] == usable[-1:]
+    assert usable[:-1] in masks.values(), masks

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from tests.integration.helpers import release_processes
+from tests.integration.helpers import release_processes, release_tree, still_alive
 from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe, run_cli, write
 
 pytestmark = pytest.mark.integration
@@ -29,9 +29,11 @@ def test_rayserve_recipe_serves_openai_api_and_uninstalls(tiny_model: Path, tmp_
     dry = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "mlrecipe.serve.rayserve" in dry.stdout and "engine-config.json" in dry.stdout
+    tree = set()
     try:
         result = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), env=env, timeout=600)
         assert result.returncode == 0, result.stdout + result.stderr
+        tree = release_tree("rs", home)
         state = json.loads((home / "releases" / "local" / "default" / "rs" / "state.json").read_text())
         url = state["steps"]["rayserve"]["url"]
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
@@ -52,3 +54,4 @@ def test_rayserve_recipe_serves_openai_api_and_uninstalls(tiny_model: Path, tmp_
         down = run_cli(home, "uninstall", "rs")
     assert down.returncode == 0, down.stdout + down.stderr
     assert release_processes("rs", home) == [], "Ray, Serve and vLLM processes are all gone"
+    assert len(tree) > 3 and still_alive(tree) == [], "and so are those that renamed themselves"

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import httpx
 import openai
 import pytest
 
-from tests.integration.helpers import release_processes
+from tests.integration.helpers import release_processes, release_tree, still_alive
 from tests.serve.conftest import Release, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -167,10 +168,30 @@ def test_metrics(vllm_release: Release) -> None:
     assert 'mlrecipe_requests_total{route="/v1/completions",method="POST",status="200"}' in text
 
 
+def test_engine_and_front_run_on_separate_cpus(vllm_release: Release) -> None:
+    """vLLM's engine processes on all CPUs but the last, every API-server thread on the last (one CPU: shared)."""
+    procs = release_processes("llm", vllm_release.home)
+    api = next(p for p in procs if "vllm.entrypoints.openai.api_server" in p.cmdline())
+    # vLLM renames its engine processes (setproctitle), which hides their environment: found as children
+    engine = [p for p in api.children(recursive=True) if p.name().startswith(("VLLM::Engine", "VLLM::Worker"))]
+    assert sorted(p.name()[:12] for p in engine) == ["VLLM::Engine", "VLLM::Worker"]
+    usable = sorted(os.sched_getaffinity(0))
+    front_masks = {tuple(sorted(os.sched_getaffinity(t.id))) for t in api.threads()}
+    if len(usable) < 2:
+        assert front_masks == {tuple(usable)}
+        return
+    assert front_masks == {tuple(usable[-1:])}
+    assert [p.cpu_affinity() for p in engine] == [usable[:-1]] * 2
+    logs = run_cli(vllm_release.home, "logs", "llm").stdout
+    assert f"engine on CPUs {','.join(map(str, usable[:-1]))}, HTTP front on CPU {usable[-1]}" in logs
+
+
 def test_uninstall_leaves_no_process(vllm_release: Release) -> None:
-    assert release_processes("llm"), "the server should be running before uninstall"
+    tree = release_tree("llm", vllm_release.home)
+    assert any(p.name().startswith("VLLM::Engine") for p in tree), "the server should be running"
     result = run_cli(vllm_release.home, "uninstall", "llm")
     assert result.returncode == 0, result.stderr
     assert release_processes("llm") == []
+    assert still_alive(tree) == []
     with pytest.raises(httpx.TransportError):
         httpx.get(vllm_release.url + "/health", timeout=2)

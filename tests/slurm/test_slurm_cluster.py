@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from tests.conftest import EXAMPLES, REPO
-from tests.integration.helpers import cli, release_processes, start_cli, wait_for
+from tests.integration.helpers import cli, release_processes, release_tree, start_cli, still_alive, wait_for
 from tests.slurm.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]
@@ -84,11 +84,14 @@ def test_quickstart_pipeline_on_slurm(tmp_path: Path, mlhome: Path, slurm_cluste
         assert [s["state"] for s in status[0]["steps"]] == ["succeeded"] * 3 + ["serving", "succeeded"]
         again = cli(mlhome, "run", pipeline, "--backend", "slurm", timeout=300)
         assert again.returncode == 0 and again.stdout.count(f"skipped (still serving at {url}") == 1
+        tree = release_tree("quickstart", mlhome)
+        assert any(p.name().startswith("VLLM::Engine") for p in tree)
     finally:
         down = cli(mlhome, "uninstall", "slurm://default/quickstart")
     assert down.returncode == 0, down.stdout + down.stderr
     wait_for(lambda: job_field(slurm_cluster, serve_job, "JobState") == "CANCELLED", 60, "the server job cancelled")
     wait_for(lambda: release_processes("quickstart", mlhome) == [], 60, "no quickstart process left")
+    wait_for(lambda: still_alive(tree) == [], 30, "no vLLM engine process left")
 
 
 def test_torchrun_ddp_two_nodes(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster) -> None:
@@ -205,10 +208,12 @@ def test_rayserve_recipe_runs_as_a_job(tmp_path: Path, mlhome: Path, slurm_clust
         out = client.completions.create(model="tiny", prompt="The list", max_tokens=4, temperature=0,
                                         extra_body={"ignore_eos": True})
         assert out.usage.completion_tokens == 4
+        tree = release_tree("rs", mlhome)
     finally:
         cli(mlhome, "uninstall", "slurm://default/rs")
     wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 60, "the Ray Serve job cancelled")
     wait_for(lambda: release_processes("rs", mlhome) == [], 90, "no Ray, Serve or vLLM process left")
+    wait_for(lambda: still_alive(tree) == [], 30, "no renamed Ray or vLLM process left")
 
 
 def test_mpijob_ranks_span_both_nodes_and_see_the_volumes(tmp_path: Path, mlhome: Path) -> None:

@@ -7,6 +7,8 @@ else 8000; the host from ``--host``, else ``$MLRECIPE_SERVER_HOST``, else 127.0.
 command does not know are vLLM engine arguments (``--max-model-len 128``, ``--chat-template FILE`` ...).
 The API key is read from the environment variable named by ``--api-key-env`` (default
 ``MLRECIPE_API_KEY``) or from ``--api-key-file``; it never appears on a command line or in a log.
+On a machine with several CPUs the engine runs on all but the last and the HTTP front on the last
+(``mlrecipe.serve.placement``; ``--no-cpu-placement`` to share them).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 import sys
 
 from mlrecipe.serve.gateway import CONFIG_VAR, GatewayConfig
+from mlrecipe.serve.placement import VLLM_BIND_VAR, CpuPlacement, cpu_list
 
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
 # On vLLM's CPU build the "GPU" memory fraction is the memory reserved on the NUMA node; the KV cache size
@@ -45,6 +48,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key-env", default="MLRECIPE_API_KEY", help="env var holding the API key (if set)")
     p.add_argument("--api-key-file", default=None, help="file holding the API key")
     p.add_argument("--chat-template", default=None, help="Jinja chat template file (both engines)")
+    p.add_argument("--no-cpu-placement", dest="cpu_placement", action="store_false",
+                   help="leave the engine and the HTTP front on every CPU (default on CPU machines: the engine on "
+                        "all CPUs but the last, the front on the last; also MLRECIPE_SERVE_CPU_PLACEMENT=off)")
     return p
 
 
@@ -66,6 +72,20 @@ def vllm_argv(args: argparse.Namespace, extra: list[str]) -> list[str]:
     return argv + extra
 
 
+PARALLEL_FLAGS = {"--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp"}
+
+
+def engine_ranks(extra: list[str]) -> int:
+    """How many engine ranks vLLM's arguments ask for (tensor x pipeline x data parallel); 1 by default."""
+    ranks = 1
+    for i, arg in enumerate(extra):
+        flag, eq, value = arg.partition("=")
+        if flag in PARALLEL_FLAGS:
+            value = value if eq else (extra[i + 1] if i + 1 < len(extra) else "1")
+            ranks *= int(value) if value.isdigit() else 1
+    return ranks
+
+
 def on_cpu() -> bool:
     """Whether vLLM runs its CPU build here (no NVIDIA GPU)."""
     return shutil.which("nvidia-smi") is None
@@ -75,6 +95,11 @@ def set_cpu_env() -> None:
     """vLLM CPU settings unless the user chose: a 1 GiB KV cache (``VLLM_CPU_KVCACHE_SPACE``)."""
     if on_cpu():
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KVCACHE_GIB)
+
+
+def announce(placement: CpuPlacement) -> None:
+    print(f"mlrecipe.serve: engine on CPUs {cpu_list(placement.engine)}, HTTP front on CPU "
+          f"{cpu_list(placement.front)} (--no-cpu-placement to share them)", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                   "$MLRECIPE_HOME/config.yaml or MLRECIPE_IMAGES), or use --engine transformers.", file=sys.stderr)
             return 2
         set_cpu_env()
+        placement = CpuPlacement.plan() if args.cpu_placement and on_cpu() and engine_ranks(extra) == 1 else None
+        if placement and VLLM_BIND_VAR not in os.environ:
+            placement.start_vllm_engine_here(os.environ)
+            announce(placement)
         cmd = vllm_argv(args, extra)
         print("mlrecipe.serve: exec " + " ".join(cmd), flush=True)
         os.execv(cmd[0], cmd)
@@ -103,4 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from mlrecipe.serve.hf_engine import run
 
-    return run(args, config)
+    placement = CpuPlacement.plan() if args.cpu_placement else None
+    if placement:
+        announce(placement)
+    return run(args, config, placement)

@@ -31,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mlrecipe.serve.placement import move_front_threads
+
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -244,9 +246,14 @@ def _gateway_call(app: ASGIApp, scope: Scope, receive: Receive, method: str, pat
 
 
 class Gateway:
-    """ASGI middleware; ``Gateway(app)`` reads its config from the environment (vLLM's --middleware)."""
+    """ASGI middleware; ``Gateway(app)`` reads its config from the environment (vLLM's --middleware).
+
+    Built when the app starts, after vLLM's engine processes: the moment to move the front's threads to the CPUs
+    ``mlrecipe.serve`` chose for them (:mod:`mlrecipe.serve.placement`).
+    """
 
     def __init__(self, app: ASGIApp, config: GatewayConfig | None = None) -> None:
+        move_front_threads()
         self.app = app
         self.config = config or GatewayConfig.from_env()
         self._key = self.config.api_key()

@@ -19,9 +19,12 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlrecipe.serve.gateway import Gateway, GatewayConfig, openai_error
+
+if TYPE_CHECKING:
+    from mlrecipe.serve.placement import CpuPlacement
 
 
 class RequestError(Exception):
@@ -55,7 +58,8 @@ def _float(body: dict[str, Any], key: str, default: float, lo: float, hi: float)
 class Engine:
     """One model, generated from sequentially on one worker thread."""
 
-    def __init__(self, model_dir: str, name: str, chat_template: str | None) -> None:
+    def __init__(self, model_dir: str, name: str, chat_template: str | None,
+                 placement: CpuPlacement | None = None) -> None:
         import torch
         from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
@@ -70,7 +74,8 @@ class Engine:
         self.eos = self.tokenizer.eos_token_id
         if chat_template:
             self.tokenizer.chat_template = Path(chat_template).read_text(encoding="utf-8")
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-engine")
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-engine",
+                                       initializer=placement.pin_this_thread_to_engine if placement else None)
         self.created = int(time.time())
 
     # -- generation (worker thread) --------------------------------------------------------------------
@@ -304,14 +309,19 @@ def build_app(engine: Engine):
     ])
 
 
-def run(args: argparse.Namespace, config: GatewayConfig) -> int:
+def run(args: argparse.Namespace, config: GatewayConfig, placement: CpuPlacement | None = None) -> int:
+    """Serve ``args.model``; with a ``placement``, load and generate on its engine CPUs, serve HTTP on its front."""
     import uvicorn
 
     name = args.served_model_name or args.model
     print(f"mlrecipe.serve: loading {args.model} with transformers (sequential engine)", flush=True)
-    engine = Engine(args.model, name, args.chat_template)
+    if placement:
+        placement.pin_this_thread_to_engine()
+    engine = Engine(args.model, name, args.chat_template, placement)
     kind = "causal LM" if engine.causal else "encoder (embeddings)"
     print(f"mlrecipe.serve: {kind} '{name}', context {engine.context}; listening on http://{args.host}:{args.port}",
           flush=True)
+    if placement:
+        placement.pin_this_thread_to_front()
     uvicorn.run(Gateway(build_app(engine), config), host=args.host, port=args.port, log_level="info")
     return 0
