@@ -201,3 +201,18 @@ def test_translate_generate_accepts_triton_forms() -> None:
     assert out["max_tokens"] == 7 and out["stream"] is True and out["prompt"] == "hi"
     out = translate_generate("m", b'{"text_input": "hi", "max_tokens": 3, "temperature": "0.5"}', False)
     assert out["max_tokens"] == 3 and out["temperature"] == 0.5 and "stream" not in out
+
+
+def test_tokens_per_second_keeps_only_its_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that is never scraped does not accumulate: the window is trimmed as tokens arrive."""
+    from mlrecipe.serve import gateway
+
+    clock = [100.0]
+    monkeypatch.setattr(gateway.time, "monotonic", lambda: clock[0])
+    metrics = gateway.Metrics(window_s=10.0)
+    for _ in range(1000):
+        metrics.add_tokens(5)
+        clock[0] += 0.1
+    assert len(metrics._recent) <= 101
+    assert metrics.tokens_per_second() == pytest.approx(5 * 100 / 10, rel=0.02)
+    assert metrics.tokens_total == 5000

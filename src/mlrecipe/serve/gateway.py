@@ -119,12 +119,16 @@ class Metrics:
     def add_tokens(self, n: int) -> None:
         if n > 0:
             self.tokens_total += n
-            self._recent.append((time.monotonic(), n))
+            now = time.monotonic()
+            self._recent.append((now, n))
+            self._forget_before(now - self.window_s)
 
-    def tokens_per_second(self) -> float:
-        cutoff = time.monotonic() - self.window_s
+    def _forget_before(self, cutoff: float) -> None:
         while self._recent and self._recent[0][0] < cutoff:
             self._recent.popleft()
+
+    def tokens_per_second(self) -> float:
+        self._forget_before(time.monotonic() - self.window_s)
         return sum(n for _, n in self._recent) / self.window_s
 
     def render(self) -> str:
