@@ -45,7 +45,7 @@ from pathlib import Path
 
 import httpx
 
-from mlrecipe.serve.placement import SWITCH_VAR, VLLM_BIND_VAR, CpuPlacement, cpu_list
+from mlrecipe.serve.placement import SWITCH_VAR, VLLM_BIND_VAR, CpuPlacement, cpu_list, pin_all_threads
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "examples" / "quickstart" / "scripts"
@@ -122,8 +122,7 @@ def start(kind: str, python: str, model: Path, log: Path,
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
                 if placement and kind == "vllm":  # what mlrecipe.serve's gateway does once vLLM's engine is up
-                    for tid in os.listdir(f"/proc/{proc.pid}/task"):
-                        os.sched_setaffinity(int(tid), placement.front)
+                    pin_all_threads(placement.front, proc.pid)
                 return proc, url
         except httpx.TransportError:
             pass

@@ -148,6 +148,15 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 RAY_IMAGE = "rayproject/ray:2.52.1-py311-gpu"
 
+# a server that logs a line and never answers its health path, with a 3-second startup budget
+NEVER_READY_RECIPE = """
+    server:
+      command: [python3, -c]
+      args: ["'import time; print(\\"loading weights...\\", flush=True); time.sleep(600)'"]
+      readiness_probe: {path: /health, period_secs: 1}
+      startup_probe: {path: /health, period_secs: 1, failure_threshold: 3}
+    """
+
 
 def rayserve_recipe(model: Path) -> str:
     """A serving/rayserve recipe in the reference's form (serveConfigV2, openai_api:deployment, ENGINE_CONFIG)."""

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.integration.helpers import release_processes
-from tests.serve.conftest import run_cli, write
+from tests.serve.conftest import NEVER_READY_RECIPE, run_cli, write
 
 pytestmark = pytest.mark.integration
 
@@ -64,13 +64,7 @@ def test_server_step_url_reaches_later_steps_and_outlives_the_cli(tmp_path: Path
 
 def test_readiness_timeout_fails_with_the_last_log_lines(tmp_path: Path) -> None:
     home = tmp_path / "mlhome"
-    recipe = write(tmp_path / "never.yaml", """
-        server:
-          command: [python3, -c]
-          args: ["'import time; print(\\"loading weights...\\", flush=True); time.sleep(600)'"]
-          readiness_probe: {path: /health, period_secs: 1}
-          startup_probe: {path: /health, period_secs: 1, failure_threshold: 3}
-        """)
+    recipe = write(tmp_path / "never.yaml", NEVER_READY_RECIPE)
     started = time.monotonic()
     result = run_cli(home, "install", "never", "serving/generic-server", "-f", str(recipe), timeout=60)
     assert result.returncode == 1, result.stdout

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import textwrap
 from pathlib import Path
 
 import openai
@@ -18,15 +17,11 @@ import pytest
 
 from tests.conftest import EXAMPLES, REPO
 from tests.integration.helpers import cli, release_processes, release_tree, start_cli, still_alive, wait_for
+from tests.serve.conftest import NEVER_READY_RECIPE, write
 from tests.slurm.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]
 ASSETS = REPO / "tests" / "integration" / "assets"
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 def state(home: Path, release: str) -> dict:
@@ -173,13 +168,7 @@ def _server_pid(home: Path, release: str) -> int:
 
 def test_server_job_not_ready_in_time_is_cancelled_with_its_log(tmp_path: Path, mlhome: Path,
                                                                 slurm_cluster: Cluster) -> None:
-    recipe = write(tmp_path / "never.yaml", """
-        server:
-          command: [python3, -c]
-          args: ["'import time; print(\\"loading weights...\\", flush=True); time.sleep(600)'"]
-          readiness_probe: {path: /health, period_secs: 1}
-          startup_probe: {path: /health, period_secs: 1, failure_threshold: 3}
-        """)
+    recipe = write(tmp_path / "never.yaml", NEVER_READY_RECIPE)
     result = cli(mlhome, "install", "never", "serving/generic-server", "-f", str(recipe), "-b", "slurm",
                  timeout=90)
     assert result.returncode == 1, result.stdout

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
+SERVING = "serving"  # the state of a server step that is up and ready
+
 
 @dataclass(frozen=True)
 class ReleaseContext:
@@ -79,16 +81,19 @@ class RunningStep(ABC):
         """Why the step makes no progress right now (e.g. pods that cannot start), or ``""``."""
         return ""
 
+    def settled(self) -> StepOutcome | None:
+        """The step's outcome if it ended, ``serving`` (URL as message) if it is a server now ready, else None."""
+        outcome = self.poll()
+        if outcome is not None:
+            return outcome
+        url = self.ready_url()
+        return StepOutcome(SERVING, None, url) if url is not None else None
+
     def wait(self, interval: float = 0.2) -> StepOutcome:
-        """Block until the step ends, or for a server until it is ready (outcome ``serving``, URL as message)."""
-        while True:
-            outcome = self.poll()
-            if outcome is not None:
-                return outcome
-            url = self.ready_url()
-            if url is not None:
-                return StepOutcome("serving", None, url)
+        """Block until :meth:`settled` has an answer."""
+        while (outcome := self.settled()) is None:
             time.sleep(interval)
+        return outcome
 
 
 class Backend(ABC):

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlrecipe.backends.base import Backend, ReleaseContext, RunningStep, StepOutcome
+from mlrecipe.backends.base import SERVING, Backend, ReleaseContext, RunningStep, StepOutcome
 from mlrecipe.config import release_dir
 from mlrecipe.logtail import tail
 from mlrecipe.runner.progress import Display
@@ -19,7 +19,6 @@ from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_r
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 TICK_SECONDS = 0.25
-SERVING = "serving"
 
 
 def url_var(step: str) -> str:
@@ -179,17 +178,12 @@ class ReleaseRunner:
 
     def _watch(self, step: StepSpec, running: RunningStep, started: float) -> StepOutcome:
         log = self.backend.log_path(self.context, step.name, 0)
-        while True:
-            outcome = running.poll()
-            if outcome is not None:
-                return outcome
-            url = running.ready_url()
-            if url is not None:
-                return StepOutcome(SERVING, None, url)
+        while (outcome := running.settled()) is None:
             note = running.progress_note()
             lines = tail(log, 1)
             self.display.tick(step.name, time.monotonic() - started, note or (lines[-1] if lines else ""))
             time.sleep(TICK_SECONDS)
+        return outcome
 
     def _finish(self, record: ReleaseRecord, rec: StepRecord, outcome: StepOutcome, elapsed: float) -> int:
         rec.state = outcome.state

@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mlrecipe.serve: cannot read the API key file: {exc.strerror}", file=sys.stderr)
         return 2
     os.environ[CONFIG_VAR] = config.to_env()
+    placement = CpuPlacement.plan() if args.cpu_placement else None
     if args.engine == "vllm":
         if importlib.util.find_spec("vllm") is None:
             print(f"mlrecipe.serve: vLLM is not installed in {sys.prefix}. Create the serving environment with "
@@ -120,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                   "$MLRECIPE_HOME/config.yaml or MLRECIPE_IMAGES), or use --engine transformers.", file=sys.stderr)
             return 2
         set_cpu_env()
-        placement = CpuPlacement.plan() if args.cpu_placement and on_cpu() and engine_ranks(extra) == 1 else None
-        if placement and VLLM_BIND_VAR not in os.environ:
+        vllm_places = on_cpu() and engine_ranks(extra) == 1 and VLLM_BIND_VAR not in os.environ
+        if placement and vllm_places:
             placement.start_vllm_engine_here(os.environ)
             announce(placement)
         cmd = vllm_argv(args, extra)
@@ -132,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from mlrecipe.serve.hf_engine import run
 
-    placement = CpuPlacement.plan() if args.cpu_placement else None
     if placement:
         announce(placement)
     return run(args, config, placement)

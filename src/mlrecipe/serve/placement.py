@@ -78,9 +78,14 @@ def move_front_threads(env: MutableMapping[str, str] | None = None) -> frozenset
     if not text:
         return None
     front = parse_cpu_list(text)
-    for tid in os.listdir("/proc/self/task"):
+    pin_all_threads(front)
+    return front
+
+
+def pin_all_threads(cpus: Iterable[int], pid: int | str = "self") -> None:
+    """Every current thread of process ``pid`` (default: this one) onto ``cpus``."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            os.sched_setaffinity(int(tid), front)
+            os.sched_setaffinity(int(tid), cpus)
         except (ProcessLookupError, PermissionError):  # a thread that just ended
             continue
-    return front
