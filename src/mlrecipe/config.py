@@ -1,16 +1,18 @@
-"""User configuration (``$MLRECIPE_HOME/config.yaml``) and where releases keep their state."""
+"""Where mlrecipe keeps its files: ``$MLRECIPE_HOME``, its config file and each release's state directory.
+
+The config file (``$MLRECIPE_HOME/config.yaml``) has one section per backend (``local:``, ``slurm:``,
+``kubernetes:``); each backend validates its own section with its options model
+(:mod:`mlrecipe.backends.options`).
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
-from pydantic import Field
+from mlrecipe.spec.yamlfile import YamlDoc, load_yaml
 
-from mlrecipe.backends.slurm.config import SlurmConfig
-from mlrecipe.spec.errors import SpecError
-from mlrecipe.spec.recipe import Model
+CONFIG_FILE = "config.yaml"
 
 
 def mlrecipe_home() -> Path:
@@ -18,44 +20,20 @@ def mlrecipe_home() -> Path:
     return Path(os.environ.get("MLRECIPE_HOME") or Path.home() / ".mlrecipe").expanduser()
 
 
-class LocalConfig(Model):
-    """Settings of the local backend."""
-
-    root: str | None = Field(None, description="Directory holding the local volumes (default $MLRECIPE_HOME/volumes)")
-    volumes: Literal["bind", "none"] = Field(
-        "bind", description="bind: mount the recipe's pvc paths (/efs, /fsx) from `root` in a private namespace"
-    )
-    images: dict[str, str] = Field(
-        default_factory=dict, description="image name -> Python environment (venv prefix) that runs its steps"
-    )
-    stop_grace_seconds: float = Field(10.0, ge=0)
-
-    def volume_root(self) -> Path:
-        return Path(self.root).expanduser() if self.root else mlrecipe_home() / "volumes"
+def config_path() -> Path:
+    """The user's config file (it may not exist)."""
+    return mlrecipe_home() / CONFIG_FILE
 
 
-class Config(Model):
-    local: LocalConfig = Field(default_factory=LocalConfig)
-    slurm: SlurmConfig = Field(default_factory=SlurmConfig)
-    kubernetes: dict = Field(default_factory=dict)
+def read_config() -> YamlDoc | None:
+    """The parsed config file, or ``None`` when there is none; bad YAML raises ``SpecError``."""
+    path = config_path()
+    return load_yaml(path) if path.exists() else None
 
 
-def load_config() -> Config:
-    """Read the config file if it exists; invalid content raises :class:`SpecError`."""
-    path = mlrecipe_home() / "config.yaml"
-    if not path.exists():
-        return Config()
-    from pydantic import ValidationError
-
-    from mlrecipe.spec.issues import ValueSources, pydantic_issues
-    from mlrecipe.spec.yamlfile import load_yaml
-
-    doc = load_yaml(path)
-    data = doc.data or {}
-    try:
-        return Config.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(pydantic_issues(exc, data, ValueSources([(doc, (), "")]))) from None
+def default_volume_root() -> Path:
+    """Where pvc volumes live on this machine unless configured: ``$MLRECIPE_HOME/volumes``."""
+    return mlrecipe_home() / "volumes"
 
 
 def release_dir(backend: str, namespace: str, release: str) -> Path:

@@ -6,16 +6,18 @@ controllers write them), and the cluster calls are replaced by functions returni
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mlrecipe.backends.kubernetes import cluster, status
+from mlrecipe.backends.kubernetes import status
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from tests.conftest import EXAMPLES
+from tests.kubernetes.fake_cluster import FakeCluster
 
 
 def deployment(ready: int, replicas: int = 1) -> dict[str, Any]:
@@ -40,19 +42,18 @@ def test_server_ready(obj: dict[str, Any], ready: bool) -> None:
     assert status.server_ready(obj) is ready
 
 
-def test_triton_step_reports_its_service_url_once_ready(mlhome: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_triton_step_reports_its_service_url_once_ready(mlhome: Path) -> None:
     inputs = {"kind": "pipeline", "path": str(EXAMPLES / "eks" / "serving" / "pipeline.yaml"), "sets": []}
     state = {"obj": deployment(0)}
-    monkeypatch.setattr(cluster, "install", lambda plan, options: None)
-    monkeypatch.setattr(cluster, "get_object", lambda kind, name, ns, options: state["obj"])
-    monkeypatch.setattr(cluster, "list_pods", lambda ns, sel, options: [])
-    monkeypatch.setattr(cluster, "pod_log", lambda name, ns, options: "")
-    runner = ReleaseRunner(spec_from_inputs(inputs), get_backend("kubernetes"), inputs, QuietDisplay())
+    runner = ReleaseRunner(spec_from_inputs(inputs), get_backend("kubernetes", {"poll_seconds": 0.001}), inputs,
+                           QuietDisplay())
+    runner.backend.use_client(FakeCluster(lambda: state["obj"], list))
     backend, ctx = runner.backend, runner.context
     running = backend.submit(backend.plan(runner.spec.step("triton"), ctx), ctx)
-    assert running.handle["kind"] == "Deployment"
+    assert running.handle.kind == "Deployment"
     assert running.poll() is None and running.ready_url() is None
     state["obj"] = deployment(1)
+    time.sleep(0.01)
     assert running.poll() is None
     url = running.ready_url()
     assert url is not None and url.startswith("http://") and ".kubeflow-user-example-com.svc.cluster.local:" in url

@@ -1,21 +1,25 @@
-"""submit/poll/cancel of the Kubernetes backend with the cluster calls replaced by recorded responses.
+"""submit/poll/cancel of the Kubernetes backend against a recorded cluster.
 
-No API server runs here: ``mlrecipe.backends.kubernetes.cluster`` is patched to return the recorded
-objects under ``fixtures/`` and to record install/uninstall calls.
+No API server runs here: the backend's client is a :class:`FakeCluster` answering with the recorded
+objects under ``fixtures/`` and recording install/uninstall calls.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mlrecipe.backends.kubernetes import cluster
+from mlrecipe.backends.base import StepState
 from mlrecipe.backends.registry import get_backend
+from mlrecipe.errors import ClusterError
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
+from mlrecipe.runner.state import load_record
 from tests.conftest import EXAMPLES
+from tests.kubernetes.fake_cluster import FakeCluster
 from tests.kubernetes.test_status import load
 
 INPUTS = {
@@ -24,61 +28,56 @@ INPUTS = {
 }
 
 
-def test_submit_poll_cancel(mlhome: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[str, Any]] = []
-    state = {"job": load("pytorchjob-running")}
-    monkeypatch.setattr(cluster, "install", lambda plan, options: calls.append(("install", plan.helm_release)))
-    monkeypatch.setattr(cluster, "uninstall", lambda rel, ns, options: calls.append(("uninstall", rel)))
-    monkeypatch.setattr(cluster, "get_object", lambda kind, name, ns, options: state["job"])
-    monkeypatch.setattr(cluster, "list_pods", lambda ns, sel, options: load("pods-oomkilled")["items"])
-    monkeypatch.setattr(cluster, "pod_log", lambda name, ns, options: f"log of {name}\n")
+def _runner(**options: Any) -> ReleaseRunner:
+    return ReleaseRunner(spec_from_inputs(INPUTS), get_backend("kubernetes", options), INPUTS, QuietDisplay())
 
-    runner = ReleaseRunner(spec_from_inputs(INPUTS), get_backend("kubernetes"), INPUTS, QuietDisplay())
+
+def test_submit_poll_cancel(mlhome: Path) -> None:
+    state = {"job": load("pytorchjob-running")}
+    fake = FakeCluster(lambda: state["job"], lambda: load("pods-oomkilled")["items"], lambda name: f"log of {name}\n")
+    runner = _runner(poll_seconds=0.001)
+    runner.backend.use_client(fake)
     backend, ctx, step = runner.backend, runner.context, runner.spec.steps[0]
     running = backend.submit(backend.plan(step, ctx), ctx)
-    assert calls == [("install", f"raw-ddp-{step.name}")]
-    assert running.handle["kind"] == "PyTorchJob" and running.handle["name"] == f"pytorchjob-raw-ddp-{step.name}"
-    assert running.handle["selector"].startswith("app.kubernetes.io/instance=raw-ddp")
+    assert fake.calls == [("install", f"raw-ddp-{step.name}")]
+    assert running.handle.kind == "PyTorchJob" and running.handle.name == f"pytorchjob-raw-ddp-{step.name}"
+    assert running.handle.selector.startswith("app.kubernetes.io/instance=raw-ddp")
+    assert running.handle.context == "test-context", "the handle records the cluster it went to"
     assert running.poll() is None
     assert backend.log_path(ctx, step.name, 1).read_text() == "log of pytorchjob-raw-ddp-worker-0\n"
 
     state["job"] = load("pytorchjob-failed")
+    time.sleep(0.01)
     outcome = running.poll()
-    assert outcome is not None and outcome.state == "failed" and "OOMKilled" in outcome.message
+    assert outcome is not None and outcome.state is StepState.FAILED and "OOMKilled" in outcome.message
     running.cancel()
-    assert calls[-1] == ("uninstall", f"raw-ddp-{step.name}")
+    assert fake.calls[-1] == ("uninstall", f"raw-ddp-{step.name}")
 
 
-def test_refused_install_fails_the_step(mlhome: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(plan: Any, options: Any) -> None:
-        raise cluster.ClusterError("no Kubernetes configuration found")
-
-    monkeypatch.setattr(cluster, "install", refuse)
-    runner = ReleaseRunner(spec_from_inputs(INPUTS), get_backend("kubernetes"), INPUTS, QuietDisplay())
-    backend, ctx = runner.backend, runner.context
-    outcome = backend.submit(backend.plan(runner.spec.steps[0], ctx), ctx).poll()
-    assert outcome is not None and outcome.state == "failed"
-    assert "no Kubernetes configuration found" in outcome.message
+def test_refused_install_fails_the_step_with_the_reason(mlhome: Path) -> None:
+    fake = FakeCluster(lambda: None, list)
+    fake.refuse = ClusterError("helm install raw-ddp-x in default failed: no Kubernetes configuration found")
+    runner = _runner()
+    runner.backend.use_client(fake)
+    assert runner.run() == 1
+    record = load_record("kubernetes", "default", "raw-ddp")
+    assert record is not None
+    step = record.steps[runner.spec.steps[0].name]
+    assert step.state is StepState.FAILED
+    assert step.message.startswith("submission failed: helm install") and "no Kubernetes configuration" in step.message
 
 
 @pytest.mark.parametrize("timeout,expect_failed", [(600.0, False), (0.0, True)])
-def test_stuck_pods_are_reported_then_fail_the_step(
-    mlhome: Path, monkeypatch: pytest.MonkeyPatch, timeout: float, expect_failed: bool
-) -> None:
-    calls: list[str] = []
-    monkeypatch.setattr(cluster, "install", lambda plan, options: None)
-    monkeypatch.setattr(cluster, "uninstall", lambda rel, ns, options: calls.append(rel))
-    monkeypatch.setattr(cluster, "get_object", lambda kind, name, ns, options: load("pytorchjob-running"))
-    monkeypatch.setattr(cluster, "list_pods", lambda ns, sel, options: load("pods-pending")["items"])
-    monkeypatch.setattr(cluster, "pod_log", lambda name, ns, options: "")
-    runner = ReleaseRunner(spec_from_inputs(INPUTS), get_backend("kubernetes"), INPUTS, QuietDisplay(),
-                           options={"stuck_timeout": timeout})
+def test_stuck_pods_are_reported_then_fail_the_step(mlhome: Path, timeout: float, expect_failed: bool) -> None:
+    fake = FakeCluster(lambda: load("pytorchjob-running"), lambda: load("pods-pending")["items"])
+    runner = _runner(stuck_timeout=timeout)
+    runner.backend.use_client(fake)
     backend, ctx = runner.backend, runner.context
     running = backend.submit(backend.plan(runner.spec.steps[0], ctx), ctx)
     outcome = running.poll()
     if expect_failed:
-        assert outcome is not None and outcome.state == "failed" and outcome.message.startswith("stuck for")
-        assert calls, "a stuck step is uninstalled"
+        assert outcome is not None and outcome.state is StepState.FAILED and outcome.message.startswith("stuck for")
+        assert fake.calls[-1][0] == "uninstall", "a stuck step is uninstalled"
     else:
         assert outcome is None
         assert running.progress_note().startswith("waiting: pod ")

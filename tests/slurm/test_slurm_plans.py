@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from mlrecipe.backends.options import load_options
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.backends.slurm import resources
-from mlrecipe.backends.slurm.config import load_slurm_config
+from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.outcome import failed_task, outcome_of
 from mlrecipe.backends.slurm.scontrol import parse_job
 from mlrecipe.runner.progress import QuietDisplay
@@ -68,8 +69,7 @@ def normalize(text: str, home: Path, tmp: Path) -> str:
 
 def _materialize(inputs: dict, options: dict) -> str:
     spec = spec_from_inputs(inputs)
-    runner = ReleaseRunner(spec, get_backend("slurm"), inputs, QuietDisplay(),
-                           options={"master_port": 29500, **options})
+    runner = ReleaseRunner(spec, get_backend("slurm", {"master_port": 29500, **options}), inputs, QuietDisplay())
     return runner.materialize()
 
 
@@ -136,12 +136,12 @@ def test_resources_translation(given: dict, cpus: int, mem: int | None) -> None:
 def test_config_section_and_errors(mlhome: Path) -> None:
     mlhome.mkdir(parents=True)
     (mlhome / "config.yaml").write_text("slurm:\n  partition: gpu\n  mode: chain\n  volumes: {pv-fsx: /lustre}\n")
-    cfg = load_slurm_config({"partition": "cpu"})
+    cfg = load_options(SlurmOptions, "slurm", {"partition": "cpu"})
     assert (cfg.partition, cfg.mode, str(cfg.volume_source("pv-fsx"))) == ("cpu", "chain", "/lustre")
     assert cfg.volume_source("pv-efs") == mlhome / "volumes" / "pv-efs"
     (mlhome / "config.yaml").write_text("slurm:\n  partition: gpu\n  mode: sometimes\n  partiton: x\n")
     with pytest.raises(SpecError) as err:
-        load_slurm_config()
+        load_options(SlurmOptions, "slurm")
     shown = {(i.line, i.path) for i in err.value.issues}
     assert (3, "slurm.mode") in shown and (4, "slurm.partiton") in shown
 

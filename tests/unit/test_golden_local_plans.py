@@ -48,7 +48,7 @@ def normalize(text: str, home: Path) -> str:
 def test_local_plan_golden(name: str, mlhome: Path, update_golden: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("mlrecipe.backends.local.backend.gpu_count", lambda: 0)
     spec = spec_from_inputs(CASES[name])
-    runner = ReleaseRunner(spec, get_backend("local"), CASES[name], QuietDisplay(), options={"master_port": 29500})
+    runner = ReleaseRunner(spec, get_backend("local", {"master_port": 29500}), CASES[name], QuietDisplay())
     text = normalize(runner.materialize(), mlhome)
     path = GOLDEN / f"{name}.txt"
     if update_golden or not path.exists():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -146,6 +147,11 @@ def main() -> None:
               f"exported to {export}", flush=True)
     if world > 1:
         dist.destroy_process_group()
+        # gloo's threads can abort the interpreter's C++ teardown ("terminate called without an active
+        # exception", SIGABRT) after the work is done; the agent would count that as a failed worker.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,17 @@
 """The backend contract: turn a step spec into a plan, run it, watch it, stop it.
 
-A backend is one module behind this small base class. ``plan()`` is pure (no side effects
-beyond choosing free ports); ``Plan.materialize()`` is exactly what ``submit()`` runs, and what
-``mlrecipe template`` and ``--dry-run`` print. ``submit()`` returns a :class:`RunningStep` whose
-``handle`` (JSON data) is persisted in the release state so that another CLI process can ask
-for status, logs or cancel.
+A backend is one package behind :class:`Backend`, generic in its plan, its handle and its options:
+
+- ``plan()`` is pure (no side effects beyond choosing free ports); ``Plan.materialize()`` is exactly
+  what ``submit()`` runs, and what ``mlrecipe template`` and ``--dry-run`` print.
+- ``preflight()`` says what on this machine stops a plan before it is submitted.
+- ``submit()`` returns a :class:`RunningStep` whose typed :class:`StepHandle` is persisted in the release
+  state, so that another CLI process can ask whether the step is alive or cancel it. A refused
+  submission raises :class:`~mlrecipe.errors.BackendError`.
+- Options (:class:`BackendOptions`) come from the config file and the command line; every field is
+  described, so ``mlrecipe options BACKEND`` documents them.
+
+The runner reads only what these classes declare.
 """
 
 from __future__ import annotations
@@ -12,24 +19,56 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
+from mlrecipe.spec.recipe import Model
 
-SERVING = "serving"  # the state of a server step that is up and ready
+
+class StepState(str, Enum):
+    """The state of a step, and of a release (the same words in ``state.json`` and ``status -o json``)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    SERVING = "serving"  #: a server step that is up and ready; it runs until uninstalled
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def active(self) -> bool:
+        """Something may still be running: pending or running."""
+        return self in (StepState.PENDING, StepState.RUNNING)
+
+    @property
+    def ok(self) -> bool:
+        """The step did what it should: it succeeded, or its server is ready."""
+        return self in (StepState.SUCCEEDED, StepState.SERVING)
 
 
 @dataclass(frozen=True)
 class ReleaseContext:
-    """Where and as what a release runs: names, backend options and its state directory."""
+    """Where and as what a release runs, and what the runner will run after the current step.
+
+    ``pipeline`` is every step name in order; ``upcoming`` the steps the runner will run after the one
+    being submitted (steps it skips as unchanged are left out), for backends that queue ahead.
+    """
 
     release: str
     namespace: str
     backend: str
     state_dir: Path
-    options: dict[str, Any] = field(default_factory=dict)
+    pipeline: tuple[str, ...] = ()
+    upcoming: tuple[StepSpec, ...] = ()
 
     @property
     def address(self) -> str:
@@ -41,33 +80,71 @@ class ReleaseContext:
 
 @dataclass
 class StepOutcome:
-    """How a step ended: ``succeeded``, ``failed`` or ``interrupted``, with the evidence."""
+    """How a step ended (or that its server is ready), with the evidence."""
 
-    state: str
+    state: StepState
     exit_code: int | None = None
     message: str = ""
     failed_rank: int | None = None
     log_tail: list[str] = field(default_factory=list)
+    url: str | None = None  #: a serving step's URL, once it is ready
+
+
+class BackendOptions(Model):
+    """Base of each backend's options: unknown keys are errors, every field is described."""
+
+    retry_seconds: float = Field(
+        300.0, ge=0, description="How long the runner keeps asking a backend that cannot answer right now (a busy "
+        "Slurm controller, an unreachable API server) before the step fails")
+
+
+class StepHandle(BaseModel):
+    """What identifies a submitted step, persisted as JSON in the release state (typed per backend)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
 
 
 class Plan(ABC):
-    """What a backend will run for one step."""
+    """What a backend will run for one step; the runner reads the attributes declared here."""
 
     step: str
+    chart: str
+    notes: list[str]  #: things the user should know about how the step runs here (printed once)
+
+    @property
+    @abstractmethod
+    def node_count(self) -> int:
+        """How many nodes the step runs on (pods, Slurm nodes, local process groups)."""
+
+    @property
+    def server_url(self) -> str | None:
+        """For a serving step: the URL later steps get as ``MLRECIPE_<STEP>_URL`` (``None`` otherwise)."""
+        return None
 
     @abstractmethod
     def materialize(self) -> str:
         """The exact text of what runs (argv+env+script, manifests, or a batch script)."""
 
 
-class RunningStep(ABC):
+HandleT = TypeVar("HandleT", bound=StepHandle)
+PlanT = TypeVar("PlanT", bound=Plan)
+OptionsT = TypeVar("OptionsT", bound=BackendOptions)
+
+
+class RunningStep(ABC, Generic[HandleT]):
     """A submitted step, watched by the runner."""
 
-    handle: dict[str, Any]
+    handle: HandleT
 
     @abstractmethod
     def poll(self) -> StepOutcome | None:
-        """``None`` while running, else the outcome (non-blocking)."""
+        """``None`` while running, else the outcome (non-blocking).
+
+        May raise :class:`~mlrecipe.errors.TransientBackendError` when the backend cannot answer right now.
+        """
 
     @abstractmethod
     def cancel(self) -> None:
@@ -82,12 +159,12 @@ class RunningStep(ABC):
         return ""
 
     def settled(self) -> StepOutcome | None:
-        """The step's outcome if it ended, ``serving`` (URL as message) if it is a server now ready, else None."""
+        """The step's outcome if it ended, ``serving`` (with its URL) if it is a server now ready, else None."""
         outcome = self.poll()
         if outcome is not None:
             return outcome
         url = self.ready_url()
-        return StepOutcome(SERVING, None, url) if url is not None else None
+        return StepOutcome(StepState.SERVING, url=url) if url is not None else None
 
     def wait(self, interval: float = 0.2) -> StepOutcome:
         """Block until :meth:`settled` has an answer."""
@@ -96,11 +173,16 @@ class RunningStep(ABC):
         return outcome
 
 
-class Backend(ABC):
-    """Base class of every backend (one module each, one line in the registry)."""
+class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
+    """Base class of every backend (one package each, one line in the registry)."""
 
     name: ClassVar[str]
     kinds: ClassVar[frozenset[StepKind]]
+    options_type: ClassVar[type[BackendOptions]]
+    handle_type: ClassVar[type[StepHandle]]
+
+    def __init__(self, options: OptionsT) -> None:
+        self.options = options
 
     def check(self, step: StepSpec) -> list[str]:
         """Capability problems that stop the step before anything starts (empty when fine)."""
@@ -109,20 +191,28 @@ class Backend(ABC):
         return []
 
     @abstractmethod
-    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> Plan:
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> PlanT:
         """Turn a step into a plan. ``env`` carries outputs of earlier steps (e.g. server URLs)."""
 
-    @abstractmethod
-    def submit(self, plan: Plan, ctx: ReleaseContext) -> RunningStep:
-        """Start what the plan says; return at once."""
+    def preflight(self, plan: PlanT) -> list[str]:
+        """What on this machine stops ``plan`` before it is submitted (empty when fine)."""
+        return []
 
     @abstractmethod
-    def cancel_handle(self, handle: dict[str, Any]) -> None:
+    def submit(self, plan: PlanT, ctx: ReleaseContext) -> RunningStep[HandleT]:
+        """Start what the plan says; return at once. A refused submission raises ``BackendError``."""
+
+    @abstractmethod
+    def cancel_handle(self, handle: HandleT) -> None:
         """Stop a step from its persisted handle (used by ``uninstall`` from another process)."""
 
     @abstractmethod
-    def handle_alive(self, handle: dict[str, Any]) -> bool:
+    def handle_alive(self, handle: HandleT) -> bool:
         """Whether anything of the step described by ``handle`` still runs."""
+
+    def load_handle(self, data: dict[str, Any]) -> HandleT:
+        """The typed handle of a step from its JSON form in the release state."""
+        return self.handle_type.model_validate(data)  # type: ignore[return-value]
 
     def log_path(self, ctx: ReleaseContext, step: str, rank: int = 0) -> Path:
         """The local file holding the log of ``rank`` of ``step``."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import Any
 
@@ -44,19 +43,6 @@ def recipe_env(step: StepSpec, ctx: ReleaseContext) -> dict[str, str]:
 
         values = expand_templates(values, step.chart_values(), ctx.release, ctx.namespace)
     return dict(zip(names, values, strict=True))
-
-IMAGES_VAR = "MLRECIPE_IMAGES"  # "image=venv-prefix,image2=prefix2": wins over the config's images map
-
-
-def image_envs(configured: dict[str, str]) -> dict[str, str]:
-    """Image name -> Python environment prefix: the config's map, overridden by ``$MLRECIPE_IMAGES``."""
-    out = dict(configured)
-    for item in os.environ.get(IMAGES_VAR, "").split(","):
-        image, sep, prefix = item.strip().rpartition("=")
-        if sep and image and prefix:
-            out[image] = prefix
-    return out
-
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` right now."""

@@ -1,10 +1,12 @@
-"""Backend registry: adding a backend is one line here."""
+"""Backend registry: adding a backend is one line here (its module is imported only when used)."""
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from mlrecipe.backends.base import Backend
+from mlrecipe.errors import UnknownBackendError
 
 BACKENDS: dict[str, str] = {
     "local": "mlrecipe.backends.local.backend:LocalBackend",
@@ -15,14 +17,18 @@ BACKENDS: dict[str, str] = {
 DEFAULT_BACKEND = "local"
 
 
-class UnknownBackendError(ValueError):
-    pass
-
-
-def get_backend(name: str) -> Backend:
-    """Instantiate the backend called ``name`` (its module is imported only now)."""
+def backend_class(name: str) -> type[Backend[Any, Any, Any]]:
+    """The class of the backend called ``name``."""
     target = BACKENDS.get(name)
     if target is None:
         raise UnknownBackendError(f"unknown backend '{name}'; known: {', '.join(sorted(BACKENDS))}")
     module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    return getattr(importlib.import_module(module), cls)
+
+
+def get_backend(name: str, overrides: dict[str, Any] | None = None) -> Backend[Any, Any, Any]:
+    """The backend called ``name`` with its options: the config file's section, then ``overrides``."""
+    from mlrecipe.backends.options import load_options
+
+    cls = backend_class(name)
+    return cls(load_options(cls.options_type, name, overrides))

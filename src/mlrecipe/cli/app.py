@@ -43,6 +43,25 @@ FilesOpt = Annotated[
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", help="Override a value, Helm syntax: key.sub=value[,key2=value2]")
 ]
+BackendOptsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--backend-opt", "-B", help="Backend option key=value (repeatable; wins over the config file); "
+                 "see 'mlrecipe options BACKEND'"),
+]
+KubeconfigOpt = Annotated[
+    str | None, typer.Option("--kubeconfig", help="kubernetes: kubeconfig file (= --backend-opt kubeconfig=...)")
+]
+KubeContextOpt = Annotated[
+    str | None, typer.Option("--kube-context", help="kubernetes: kubeconfig context (= --backend-opt context=...)")
+]
+
+
+def _backend_opts(opts: list[str] | None, kubeconfig: str | None, kube_context: str | None) -> list[str]:
+    """The ``--backend-opt`` expressions, with the Kubernetes shortcuts added."""
+    out = list(opts or [])
+    out += [f"kubeconfig={kubeconfig}"] if kubeconfig else []
+    out += [f"context={kube_context}"] if kube_context else []
+    return out
 
 
 def _install_inputs(
@@ -70,12 +89,16 @@ def install(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; run nothing")] = False,
     force: Annotated[bool, typer.Option("--force", help="Re-run even if unchanged since its last success")] = False,
     out: OutputOpt = "text",
+    backend_opt: BackendOptsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
 ) -> None:
     """Run one step: CHART with the recipe(s) given by -f, as release RELEASE."""
     from mlrecipe.cli import execute
 
     inputs = _install_inputs(release, chart, values, set_, namespace)
-    raise typer.Exit(execute.run_inputs(inputs, backend, dry_run, force, out))
+    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out))
 
 
 @app.command()
@@ -86,6 +109,9 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every step's plan; run nothing")] = False,
     force: Annotated[bool, typer.Option("--force", help="Re-run steps that are unchanged since their success")] = False,
     out: OutputOpt = "text",
+    backend_opt: BackendOptsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
 ) -> None:
     """Run a pipeline: its steps in order (or by depends_on) as one release.
 
@@ -94,7 +120,8 @@ def run(
     from mlrecipe.cli import execute
 
     inputs = {"kind": "pipeline", "path": str(pipeline.resolve()), "sets": list(set_ or [])}
-    raise typer.Exit(execute.run_inputs(inputs, backend, dry_run, force, out))
+    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out))
 
 
 @app.command()
@@ -105,12 +132,16 @@ def template(
     set_: SetOpt = None,
     backend: BackendOpt = None,
     namespace: NamespaceOpt = None,
+    backend_opt: BackendOptsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
 ) -> None:
     """Print exactly what would run: per node argv/env/script, manifests, or a batch script."""
     from mlrecipe.cli import execute
 
     inputs = _install_inputs(release, chart, values, set_, namespace)
-    raise typer.Exit(execute.run_inputs(inputs, backend, True, False, "text"))
+    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    raise typer.Exit(execute.run_inputs(inputs, backend, opts, True, False, "text"))
 
 
 @app.command()
@@ -127,9 +158,9 @@ def validate(
 
 @app.command()
 def schema(
-    kind: Annotated[str, typer.Argument(help="recipe or pipeline")] = "recipe",
+    kind: Annotated[str, typer.Argument(help="recipe, pipeline or config")] = "recipe",
 ) -> None:
-    """Print the JSON Schema of recipes or pipelines (for editors)."""
+    """Print the JSON Schema of recipes, pipelines or the config file (for editors' hover help)."""
     from mlrecipe.cli import inspect
 
     raise typer.Exit(inspect.schema(kind))
@@ -141,11 +172,15 @@ def status(
     namespace: NamespaceOpt = None,
     backend: BackendOpt = None,
     out: OutputOpt = "text",
+    backend_opt: BackendOptsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
 ) -> None:
-    """Show the state of one release (or of all)."""
+    """Show the state of one release (or of all); a serving step whose server is gone shows as such."""
     from mlrecipe.cli import inspect
 
-    raise typer.Exit(inspect.status(release, namespace, backend, out))
+    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    raise typer.Exit(inspect.status(release, namespace, backend, out, opts))
 
 
 @app.command("list")
@@ -153,7 +188,7 @@ def list_(out: OutputOpt = "text") -> None:
     """List releases with their backend, namespace and state."""
     from mlrecipe.cli import inspect
 
-    raise typer.Exit(inspect.status(None, None, None, out))
+    raise typer.Exit(inspect.status(None, None, None, out, []))
 
 
 @app.command()
@@ -164,11 +199,15 @@ def logs(
     rank: Annotated[int, typer.Option("--rank", help="Node rank")] = 0,
     namespace: NamespaceOpt = None,
     backend: BackendOpt = None,
+    backend_opt: BackendOptsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
 ) -> None:
     """Print the log of one node of a step."""
     from mlrecipe.cli import inspect
 
-    raise typer.Exit(inspect.logs(release, step, follow, rank, namespace, backend))
+    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    raise typer.Exit(inspect.logs(release, step, follow, rank, namespace, backend, opts))
 
 
 @app.command()
@@ -177,11 +216,15 @@ def resume(
     namespace: NamespaceOpt = None,
     backend: BackendOpt = None,
     out: OutputOpt = "text",
+    backend_opt: BackendOptsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
 ) -> None:
     """Continue a failed or interrupted release after its last successful step."""
     from mlrecipe.cli import execute
 
-    raise typer.Exit(execute.resume(release, namespace, backend, out))
+    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    raise typer.Exit(execute.resume(release, namespace, backend, out, opts))
 
 
 @app.command()
@@ -189,11 +232,33 @@ def uninstall(
     release: Annotated[str, typer.Argument(help="Release or backend://namespace/release")],
     namespace: NamespaceOpt = None,
     backend: BackendOpt = None,
+    backend_opt: BackendOptsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
 ) -> None:
-    """Stop everything the release runs and remove its state (idempotent)."""
+    """Stop everything the release runs and remove its state (idempotent).
+
+    Each step is stopped on the cluster its handle recorded; the state is kept when a step cannot be
+    stopped (exit 1), so that uninstall can be run again.
+    """
     from mlrecipe.cli import execute
 
-    raise typer.Exit(execute.uninstall(release, namespace, backend))
+    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    raise typer.Exit(execute.uninstall(release, namespace, backend, opts))
+
+
+@app.command()
+def options(
+    backend: Annotated[str | None, typer.Argument(help="local, slurm or kubernetes (default: all)")] = None,
+) -> None:
+    """List a backend's options: name, type, default and meaning.
+
+    Set them in $MLRECIPE_HOME/config.yaml under the backend's name, or per command with
+    --backend-opt key=value (e.g. -B stuck_timeout=900, -B images.my/image=/opt/venv).
+    """
+    from mlrecipe.cli import inspect
+
+    raise typer.Exit(inspect.options(backend))
 
 
 def _register_optional() -> None:
@@ -209,16 +274,15 @@ _register_optional()
 
 
 def main() -> None:
-    """Console entry point: clean messages and exit codes, no tracebacks for user errors."""
-    from mlrecipe.spec.errors import SpecError
+    """Console entry point: clean messages and named exit codes, no tracebacks for mlrecipe's own errors."""
+    from mlrecipe.errors import ExitCode, MlrecipeError
 
     try:
         app()
-    except SpecError as exc:
-        output.print_spec_error(exc)
-        sys.exit(2)
+    except MlrecipeError as exc:
+        sys.exit(output.print_error(exc))
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
 
 
 __all__ = ["address", "app", "main"]

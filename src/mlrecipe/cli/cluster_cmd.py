@@ -72,7 +72,7 @@ def eksctl(
         text = render_cluster_config(opts, header=f"Written by: mlrecipe cluster eksctl (cluster {name})")
     except EksctlConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        raise typer.Exit(exc.exit_code) from None
     if output is None:
         sys.stdout.write(text)
         return

@@ -7,13 +7,14 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from mlrecipe.cli.address import parse_address
-from mlrecipe.cli.output import emit_json, fail, print_spec_error
-from mlrecipe.spec.errors import SpecError
+from mlrecipe.cli.output import emit_json, fail, print_error, print_spec_error
+from mlrecipe.errors import BackendError, ExitCode, MlrecipeError, SpecError
 
 
-def validate(file: Path, chart: str | None, out: str) -> int:
+def validate(file: Path, chart: str | None, out: str) -> ExitCode:
     """Validate a pipeline (and the recipes it names) or a recipe for ``chart``."""
     from mlrecipe.spec.load import is_pipeline_file, load_pipeline, load_step_release
 
@@ -29,86 +30,147 @@ def validate(file: Path, chart: str | None, out: str) -> int:
             emit_json({"valid": False, "errors": [vars(i) for i in exc.issues]})
         else:
             print_spec_error(exc)
-        return 2
+        return ExitCode.USAGE
     if out == "json":
         emit_json({"valid": True, "steps": [{"name": s.name, "chart": s.chart.name} for s in spec.steps]})
     else:
         print(f"{file}: valid ({len(spec.steps)} step(s): {', '.join(s.name for s in spec.steps)})")
-    return 0
+    return ExitCode.OK
 
 
-def schema(kind: str) -> int:
-    """Print the JSON Schema of a recipe or a pipeline."""
+def schema(kind: str) -> ExitCode:
+    """Print the JSON Schema of a recipe, a pipeline or the config file."""
+    from mlrecipe.backends.config_schema import config_schema
     from mlrecipe.spec.pipeline import Pipeline
     from mlrecipe.spec.recipe import Recipe
 
-    models = {"recipe": Recipe, "pipeline": Pipeline}
-    if kind not in models:
-        return fail(f"unknown schema '{kind}': use recipe or pipeline")
-    print(json.dumps(models[kind].model_json_schema(), indent=2))
-    return 0
+    schemas = {"recipe": Recipe.model_json_schema, "pipeline": Pipeline.model_json_schema, "config": config_schema}
+    if kind not in schemas:
+        return fail(f"unknown schema '{kind}': use recipe, pipeline or config")
+    print(json.dumps(schemas[kind](), indent=2))
+    return ExitCode.OK
+
+
+def options(backend: str | None) -> ExitCode:
+    """Print each backend's options: name, type, default and description."""
+    from mlrecipe.backends.registry import BACKENDS, backend_class
+
+    try:
+        names = [backend] if backend else sorted(BACKENDS)
+        classes = [backend_class(n) for n in names]
+    except MlrecipeError as exc:
+        return print_error(exc)
+    for name, cls in zip(names, classes, strict=True):
+        print(f"{name} options (config file section '{name}:', or --backend-opt key=value):")
+        for key, info in cls.options_type.model_fields.items():
+            default = info.get_default(call_default_factory=True)
+            ann = info.annotation
+            kind = ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
+            print(f"  {key} ({kind}, default {default!r})")
+            print(f"      {info.description}")
+    return ExitCode.OK
 
 
 def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def status(release: str | None, namespace: str | None, backend: str | None, out: str) -> int:
-    """Show one release in detail, or all releases in a table."""
-    from mlrecipe.cli.execute import _summary
+def _server_checks(record: Any, opts: list[str]) -> dict[str, str]:
+    """For each serving step of ``record``: whether its server is still up (asked of the backend)."""
+    from mlrecipe.backends.base import StepState
+    from mlrecipe.cli.execute import _backend
+
+    serving = [s for s in record.steps.values() if s.state is StepState.SERVING and s.handle]
+    if not serving:
+        return {}
+    impl = _backend(record.backend, None, opts)
+    out = {}
+    for s in serving:
+        try:
+            out[s.name] = "up" if impl.handle_alive(impl.load_handle(s.handle)) else "gone"
+        except BackendError as exc:
+            out[s.name] = f"unknown ({exc})"
+    return out
+
+
+def status(release: str | None, namespace: str | None, backend: str | None, out: str,
+           opts: list[str]) -> ExitCode:
+    """Show one release in detail (asking the backend whether its servers are up), or all in a table."""
+    from mlrecipe.cli.execute import summary
     from mlrecipe.runner.state import all_records, find_records
 
-    if release is None:
-        records = all_records()
-    else:
-        addr = parse_address(release, namespace, backend)
-        records = find_records(addr.release, addr.namespace, addr.backend)
-        if not records:
-            return fail(f"release '{release}' not found (see 'mlrecipe list')", 1)
+    try:
+        if release is None:
+            records, checks = all_records(), {}
+        else:
+            addr = parse_address(release, namespace, backend)
+            records = find_records(addr.release, addr.namespace, addr.backend)
+            if not records:
+                return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
+            checks = {(r.backend, r.namespace, r.release): _server_checks(r, opts) for r in records}
+    except MlrecipeError as exc:
+        return print_error(exc)
     if out == "json":
-        emit_json([_summary(r) for r in records])
-        return 0
+        docs = []
+        for r in records:
+            doc = summary(r)
+            for step in doc["steps"]:
+                if step["name"] in checks.get((r.backend, r.namespace, r.release), {}):
+                    step["server"] = checks[(r.backend, r.namespace, r.release)][step["name"]]
+            docs.append(doc)
+        emit_json(docs)
+        return ExitCode.OK
     if not records:
         print("no releases")
-        return 0
+        return ExitCode.OK
     for r in records:
         print(f"{r.backend}://{r.namespace}/{r.release}  {r.effective_state()}  updated {_when(r.updated)}")
-        if release is not None:
-            for name in r.order:
-                s = r.steps.get(name)
-                if s is None:
-                    print(f"  {name:<20} pending")
-                    continue
-                extra = f"  {s.message}" if s.message else ""
-                url = f"  {s.url}" if s.url else ""
-                print(f"  {name:<20} {s.state:<12} {s.chart}{url}{extra}")
-    return 0
+        if release is None:
+            continue
+        live = checks.get((r.backend, r.namespace, r.release), {})
+        for name in r.order:
+            s = r.steps.get(name)
+            if s is None:
+                print(f"  {name:<20} pending")
+                continue
+            extra = f"  {s.message}" if s.message else ""
+            url = f"  {s.url}" if s.url else ""
+            server = f"  [server {live[name]}]" if name in live else ""
+            print(f"  {name:<20} {s.state.value:<12} {s.chart}{url}{server}{extra}")
+    return ExitCode.OK
 
 
-def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str | None, backend: str | None) -> int:
+def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str | None, backend: str | None,
+         opts: list[str]) -> ExitCode:
     """Print (and follow) the log of node ``rank`` of a step."""
     from mlrecipe.backends.base import ReleaseContext
-    from mlrecipe.backends.registry import get_backend
-    from mlrecipe.runner.state import find_records
+    from mlrecipe.cli.execute import _backend, one_record
 
-    addr = parse_address(release, namespace, backend)
-    records = find_records(addr.release, addr.namespace, addr.backend)
-    if not records:
-        return fail(f"release '{release}' not found (see 'mlrecipe list')", 1)
-    record = records[0]
-    step = step or addr.step
+    try:
+        record = one_record(release, namespace, backend)
+        if record is None:
+            return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
+        impl = _backend(record.backend, None, opts)
+    except MlrecipeError as exc:
+        return print_error(exc)
+    step = step or parse_address(release, namespace, backend).step
     if step is None:
         ran = [n for n in record.order if n in record.steps]
         if not ran:
-            return fail(f"release '{release}' has not started a step yet", 1)
+            return fail(f"release '{release}' has not started a step yet", ExitCode.FAILED)
         step = ran[-1]
     if step not in record.order:
         return fail(f"release '{release}' has no step '{step}' (steps: {', '.join(record.order)})")
-    impl = get_backend(record.backend)
     ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
     path = impl.log_path(ctx, step, rank)
     if not path.exists():
-        return fail(f"no log for step '{step}' rank {rank} yet ({path})", 1)
+        return fail(f"no log for step '{step}' rank {rank} yet ({path})", ExitCode.FAILED)
+    return _print_log(path, record, follow)
+
+
+def _print_log(path: Path, record: Any, follow: bool) -> ExitCode:
+    from mlrecipe.runner.state import find_records
+
     with open(path, "rb") as fh:
         while True:
             chunk = fh.read(65536)
@@ -117,10 +179,10 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
                 sys.stdout.flush()
                 continue
             if not follow:
-                return 0
+                return ExitCode.OK
             current = find_records(record.release, record.namespace, record.backend)
             if not current or not current[0].driver_alive():
                 sys.stdout.buffer.write(fh.read())
                 sys.stdout.flush()
-                return 0
+                return ExitCode.OK
             time.sleep(0.25)

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from mlrecipe.spec.errors import SpecError
+from mlrecipe.errors import ExitCode, MlrecipeError, SpecError
 
 
 def print_spec_error(exc: SpecError) -> None:
@@ -20,7 +20,16 @@ def print_spec_error(exc: SpecError) -> None:
         print("nothing was started", file=sys.stderr)
 
 
-def fail(message: str, code: int = 2) -> int:
+def print_error(exc: MlrecipeError) -> ExitCode:
+    """Print any of mlrecipe's errors for a person; return its exit code."""
+    if isinstance(exc, SpecError):
+        print_spec_error(exc)
+    else:
+        print(f"error: {exc}", file=sys.stderr)
+    return exc.exit_code
+
+
+def fail(message: str, code: ExitCode = ExitCode.USAGE) -> ExitCode:
     print(f"error: {message}", file=sys.stderr)
     return code
 

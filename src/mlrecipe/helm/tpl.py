@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mlrecipe.errors import TemplateError
 from mlrecipe.helm._engine import LOCK, load_chart
 
 _KEY = "__mlrecipe_strings"
@@ -23,10 +24,6 @@ _TEMPLATE = (
     "{{- range $s := .Values." + _KEY + " }}{{ $out = append $out (tpl (toString $s) $) }}{{ end -}}\n"
     "{{- toJson $out -}}\n"
 )
-
-
-class TemplateError(ValueError):
-    """A string's Helm expression failed to evaluate."""
 
 
 @functools.lru_cache(maxsize=1)

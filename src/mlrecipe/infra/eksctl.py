@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlrecipe.errors import EksctlConfigError
+
 API_VERSION = "eksctl.io/v1alpha5"
 DEFAULT_KUBERNETES_VERSION = "1.33"
 SYSTEM_INSTANCE_TYPES = ["m7a.xlarge", "m6a.xlarge", "m5.xlarge"]
@@ -51,9 +53,6 @@ _NEURON_PREFIXES = ("trn", "inf")
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,99}$")
 
-
-class EksctlConfigError(ValueError):
-    """The options cannot make a valid cluster config (message says why)."""
 
 
 def supports_efa(instance_type: str) -> bool:

@@ -6,7 +6,10 @@ import sys
 import time
 from typing import TextIO
 
-from mlrecipe.backends.base import StepOutcome
+from mlrecipe.backends.base import StepOutcome, StepState
+
+STYLES = {StepState.SUCCEEDED.value: "green", StepState.SERVING.value: "green", StepState.FAILED.value: "red",
+          StepState.RUNNING.value: "cyan", StepState.SKIPPED.value: "dim"}
 
 
 def _fmt_elapsed(seconds: float) -> str:
@@ -39,12 +42,12 @@ class Display:
         return None
 
     def step_finished(self, name: str, outcome: StepOutcome, elapsed: float) -> None:
-        if outcome.state == "serving":
+        if outcome.state is StepState.SERVING:
             self.say(f"==> step {name}: serving, ready after {_fmt_elapsed(elapsed)} ({outcome.message})")
             return
         self.say(f"==> step {name}: {outcome.state} in {_fmt_elapsed(elapsed)}"
                  + (f" ({outcome.message})" if outcome.message else ""))
-        if outcome.state == "failed" and outcome.log_tail:
+        if outcome.state is StepState.FAILED and outcome.log_tail:
             rank = outcome.failed_rank if outcome.failed_rank is not None else 0
             self.say(f"--- last lines of node {rank}'s log ---")
             for line in outcome.log_tail:
@@ -81,8 +84,7 @@ class LiveDisplay(Display):
         table.add_column("elapsed", justify="right", no_wrap=True)
         table.add_column("rank 0", overflow="ellipsis", no_wrap=True, ratio=1)
         for name, (chart, state, elapsed, line) in self.rows.items():
-            style = {"succeeded": "green", "serving": "green", "failed": "red", "running": "cyan",
-                     "skipped": "dim"}.get(state, "")
+            style = STYLES.get(state, "")
             table.add_row(name, chart, f"[{style}]{state}[/]" if style else state, elapsed, line)
         return table
 
@@ -101,11 +103,11 @@ class LiveDisplay(Display):
 
     def step_started(self, name: str, chart: str, nodes: int) -> None:
         self.started[name] = time.monotonic()
-        self.rows[name] = [chart, "running", "0:00", ""]
+        self.rows[name] = [chart, StepState.RUNNING.value, "0:00", ""]
         self._refresh()
 
     def step_skipped(self, name: str, reason: str) -> None:
-        self.rows[name] = ["", "skipped", "", reason]
+        self.rows[name] = ["", StepState.SKIPPED.value, "", reason]
         self._refresh()
 
     def tick(self, name: str, elapsed: float, last_line: str) -> None:
@@ -116,11 +118,11 @@ class LiveDisplay(Display):
 
     def step_finished(self, name: str, outcome: StepOutcome, elapsed: float) -> None:
         chart = self.rows.get(name, [""])[0]
-        self.rows[name] = [chart, outcome.state, _fmt_elapsed(elapsed), outcome.message]
+        self.rows[name] = [chart, outcome.state.value, _fmt_elapsed(elapsed), outcome.message]
         self._refresh()
-        if outcome.state == "serving":
+        if outcome.state is StepState.SERVING:
             self.say(f"step {name}: {outcome.message}")
-        if outcome.state == "failed" and outcome.log_tail:
+        if outcome.state is StepState.FAILED and outcome.log_tail:
             rank = outcome.failed_rank if outcome.failed_rank is not None else 0
             self.say(f"--- last lines of node {rank}'s log ---")
             for line in outcome.log_tail:

@@ -11,10 +11,10 @@ from typing import Any
 
 import psutil
 
+from mlrecipe.backends.base import StepState
 from mlrecipe.config import mlrecipe_home, release_dir
 
 STATE_FILE = "state.json"
-ACTIVE = ("pending", "running")
 
 
 @dataclass
@@ -23,14 +23,17 @@ class StepRecord:
 
     name: str
     chart: str
-    state: str = "pending"  # pending | running | succeeded | failed | interrupted | skipped
+    state: StepState = StepState.PENDING
     hash: str = ""
     started: float | None = None
     ended: float | None = None
     exit_code: int | None = None
     message: str = ""
-    handle: dict[str, Any] = field(default_factory=dict)
-    url: str | None = None
+    handle: dict[str, Any] = field(default_factory=dict)  #: the backend's typed handle, as JSON
+    url: str | None = None  #: a serving step's URL once it was ready
+
+    def __post_init__(self) -> None:
+        self.state = StepState(self.state)
 
 
 @dataclass
@@ -41,13 +44,16 @@ class ReleaseRecord:
     namespace: str
     backend: str
     inputs: dict[str, Any]
-    state: str = "pending"
+    state: StepState = StepState.PENDING
     steps: dict[str, StepRecord] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     driver_pid: int | None = None
     driver_created: float | None = None
+
+    def __post_init__(self) -> None:
+        self.state = StepState(self.state)
 
     @property
     def directory(self) -> Path:
@@ -63,10 +69,10 @@ class ReleaseRecord:
         except psutil.Error:
             return False
 
-    def effective_state(self) -> str:
+    def effective_state(self) -> StepState:
         """The state, with a running release whose driver died shown as ``interrupted``."""
-        if self.state in ACTIVE and not self.driver_alive():
-            return "interrupted"
+        if self.state.active and not self.driver_alive():
+            return StepState.INTERRUPTED
         return self.state
 
     def save(self) -> None:
@@ -86,6 +92,14 @@ class ReleaseRecord:
     def from_dict(cls, data: dict[str, Any]) -> ReleaseRecord:
         steps = {k: StepRecord(**v) for k, v in data.pop("steps", {}).items()}
         return cls(steps=steps, **data)
+
+
+def create_time(pid: int) -> float | None:
+    """When process ``pid`` started (tells a reused pid apart), or ``None`` when it is gone."""
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
 
 
 def load_record(backend: str, namespace: str, release: str) -> ReleaseRecord | None:

@@ -10,6 +10,8 @@ import difflib
 from dataclasses import dataclass
 from enum import Enum
 
+from mlrecipe.errors import UnknownChartError
+
 
 class StepKind(str, Enum):
     """How a step's nodes are launched; backends declare which kinds they run."""
@@ -32,6 +34,12 @@ class ChartInfo:
     extra_blocks: frozenset[str]
     summary: str
     needs_command: bool = True
+    #: How backends that run processes on hosts (local, Slurm) start this chart when its command is not
+    #: the recipe's own: the name of a host launch (``ray-serve``: the RayService's Serve config run by
+    #: ``python -m mlrecipe.serve.rayserve``); ``None`` runs the recipe's command.
+    host_launch: str | None = None
+    #: The health path a server chart is ready on when its recipe sets no probe.
+    health_path: str = "/health"
 
     @property
     def category(self) -> str:
@@ -61,8 +69,9 @@ CATALOG: dict[str, ChartInfo] = {
         ChartInfo("model-prep/hf-snapshot", StepKind.JOB, "process", frozenset({"snapshot"}),
                   "Job that snapshots a Hugging Face model onto the shared volume (its own script by default)",
                   needs_command=False),
-        _chart("serving/rayserve", StepKind.SERVER, "server", "RayService: Ray Serve with a vLLM engine",
-               "ray", "engine"),
+        ChartInfo("serving/rayserve", StepKind.SERVER, "server", frozenset({"ray", "engine"}),
+                  "RayService: Ray Serve with a vLLM engine", needs_command=False, host_launch="ray-serve",
+                  health_path="/-/healthz"),
         _chart("serving/triton-inference-server", StepKind.SERVER, "server",
                "Triton Inference Server (vLLM, TensorRT-LLM or Python backend)"),
         _chart("serving/triton-inference-server-lws", StepKind.SERVER, "server",
@@ -73,10 +82,6 @@ CATALOG: dict[str, ChartInfo] = {
 }
 
 CHART_SPECIFIC_BLOCKS = frozenset({"elastic_policy", "mpirun", "ray", "engine", "snapshot"})
-
-
-class UnknownChartError(ValueError):
-    """Raised for a chart name that is not in the catalog."""
 
 
 def normalize_chart_name(name: str) -> str:

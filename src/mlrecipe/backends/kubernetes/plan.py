@@ -1,11 +1,22 @@
-"""The Kubernetes plan: the manifests Helm renders for one step, and the Helm release that carries them."""
+"""The Kubernetes plan: the manifests Helm renders for one step, and the Helm release that carries them.
+
+What reaches the pods besides the recipe: the pipeline's env (``MLRECIPE_<STEP>_URL`` of earlier serving
+steps, ``MLRECIPE_PIPELINE_DIR``) goes to every container through ``mlrecipe-lib.pipeline_env``; a path on
+this machine that no pvc of the step mounts at the same place is left out (it means nothing in a pod).
+Credential-like env values (:mod:`mlrecipe.backends.kubernetes.secrets`) leave the values: the chart gets
+``mlrecipe-lib.secret_env`` and renders ``secretKeyRef``s, the Secret itself is :attr:`KubernetesPlan.secrets`.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from mlrecipe.backends.base import Plan, ReleaseContext
+from mlrecipe.backends.kubernetes import secrets
+from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.errors import SpecError, SpecIssue
 from mlrecipe.spec.load import StepSpec
 
@@ -20,7 +31,11 @@ def helm_release_name(release: str, step: str) -> str:
 
 @dataclass
 class KubernetesPlan(Plan):
-    """One step: the chart, its values, and the rendered manifests (text and objects)."""
+    """One step: the chart, its values, the rendered manifests (text and objects), and its Secrets.
+
+    ``values`` and ``manifest_text`` hold no credential; ``secrets`` are full Secret manifests (values in
+    ``stringData``) that the backend creates outside the Helm release; :meth:`materialize` masks them.
+    """
 
     step: str
     chart: str
@@ -30,9 +45,25 @@ class KubernetesPlan(Plan):
     values: dict[str, Any]
     manifest_text: str
     objects: list[dict[str, Any]] = field(default_factory=list)
+    secrets: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    nnodes: int = 1
+    serving: bool = False
+
+    @property
+    def node_count(self) -> int:
+        return self.nnodes
+
+    @property
+    def server_url(self) -> str | None:
+        return self.service_url() if self.serving else None
 
     def materialize(self) -> str:
-        return f"# step {self.step} ({self.chart}) on backend kubernetes\n{self.manifest_text}"
+        out = f"# step {self.step} ({self.chart}) on backend kubernetes\n{self.manifest_text}"
+        for secret in self.secrets:
+            out += ("---\n# Secret created by mlrecipe before the Helm release, outside it (values masked)\n"
+                    + _yaml(secrets.masked(secret)))
+        return out + "".join(f"# note: {n}\n" for n in self.notes)
 
     def service_url(self) -> str | None:
         """The in-cluster URL of the step's first Service (``http://<svc>.<ns>.svc.cluster.local:<port>``)."""
@@ -55,12 +86,80 @@ class KubernetesPlan(Plan):
         return None
 
 
-def render_step(step: StepSpec, ctx: ReleaseContext) -> KubernetesPlan:
-    """Render ``step``'s chart with Helm; schema violations become a :class:`SpecError` with field paths."""
+def _yaml(obj: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
+
+
+def pipeline_env(step: StepSpec, env: dict[str, str]) -> tuple[list[dict[str, str]], list[str]]:
+    """The pipeline's env as values entries for every container, and notes on what was left out.
+
+    A value that is an absolute path is passed only when a pvc of the step is mounted at a directory
+    holding it (the same path then exists in the pod, e.g. a pipeline kept under /fsx); otherwise it is a
+    path of this machine only and is left out, with a note when the recipe refers to the variable.
+    """
+    mounts = [PurePosixPath(p.mount_path) for p in step.recipe.pvc]
+    text = json.dumps(step.values, default=str)
+    entries: list[dict[str, str]] = []
+    notes: list[str] = []
+    for name, value in env.items():
+        if value.startswith("/") and not any(PurePosixPath(value).is_relative_to(m) for m in mounts):
+            if name in text:
+                notes.append(f"{name} ({value}) is a path on this machine that no volume of the step mounts; it "
+                             "is not set in the pods (keep the pipeline on a shared volume such as /fsx, or ship "
+                             "its files with git)")
+            continue
+        entries.append({"name": name, "value": value})
+    return entries, notes
+
+
+def _chart_values(step: StepSpec, ctx: ReleaseContext, env: dict[str, str]) -> tuple[
+        dict[str, Any], list[dict[str, Any]], list[str]]:
+    """The values handed to Helm (pipeline env added, credentials replaced by references), Secrets, notes."""
+    from mlrecipe.errors import TemplateError
+    from mlrecipe.helm.tpl import expand_templates
+
+    values = step.chart_values()
+    extra, notes = pipeline_env(step, env)
+    if extra:
+        lib = dict(values.get(secrets.LIB) or {})
+        lib["pipeline_env"] = [*(lib.get("pipeline_env") or []), *extra]
+        values[secrets.LIB] = lib
+    where = f"{step.chart.name} (step {step.name})"
+    try:
+        values, lifted = secrets.lift_ray_env_vars(values, step.chart.block)
+        values, data = secrets.split_values(values)
+    except secrets.SecretConflictError as exc:
+        raise SpecError.single(where, str(exc)) from None
+    if lifted:
+        notes.append(f"{', '.join(lifted)} moved from the Ray runtime env to the env of the Ray containers (a "
+                     "runtime env cannot reference a Secret; every Ray worker process inherits that env)")
+    if not data:
+        return values, [], notes
+    try:
+        rendered = expand_templates(list(data.values()), values, ctx.release, ctx.namespace)
+    except TemplateError:  # Helm's message may quote the value: say only which variables
+        raise SpecError.single(where, f"a Helm expression in the value of {', '.join(data)} failed") from None
+    data = dict(zip(data, rendered, strict=True))
+    name = secrets.secret_name(ctx.release, step.name)
+    labels = {"app.kubernetes.io/instance": ctx.release, "mlrecipe.io/step": step.name,
+              "app.kubernetes.io/managed-by": "mlrecipe"}
+    manifest = secrets.secret_manifest(name, ctx.namespace, data, labels)
+    notes.append(f"the values of {', '.join(sorted(data))} are in Secret {name} (created before the Helm release, "
+                 "deleted at uninstall), not in the manifests")
+    return secrets.with_secret_ref(values, name, list(data)), [manifest], notes
+
+
+def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> KubernetesPlan:
+    """Render ``step``'s chart with Helm; schema violations become a :class:`SpecError` with field paths.
+
+    ``env`` is the pipeline's env for this step (outputs of earlier steps); see the module docstring.
+    """
     from mlrecipe.helm._engine import parse_yaml
     from mlrecipe.helm.render import ChartRenderError, chart_path, render_text
 
-    values = step.chart_values()
+    values, secret_objects, notes = _chart_values(step, ctx, env or {})
     try:
         text = render_text(chart_path(step.chart.name), values, ctx.release, ctx.namespace)
     except ChartRenderError as exc:
@@ -78,4 +177,8 @@ def render_step(step: StepSpec, ctx: ReleaseContext) -> KubernetesPlan:
         values=values,
         manifest_text=text,
         objects=objects,
+        secrets=secret_objects,
+        notes=notes,
+        nnodes=step.recipe.resources.nnodes,
+        serving=step.chart.kind is StepKind.SERVER,
     )

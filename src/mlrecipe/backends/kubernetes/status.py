@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlrecipe.backends.base import StepOutcome
+from mlrecipe.backends.base import StepOutcome, StepState
 
 _WAITING_FATAL = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
                   "CreateContainerError", "CrashLoopBackOff"}
@@ -39,18 +39,18 @@ def workload_outcome(obj: dict[str, Any]) -> StepOutcome | None:
     if kind in ("PyTorchJob", "MPIJob", "Job"):
         conds = _conditions(obj)
         if "Failed" in conds:
-            return StepOutcome("failed", None, f"{kind} failed: {_cond_message(conds['Failed'])}".rstrip(": "))
+            return StepOutcome(StepState.FAILED, None, f"{kind} failed: {_cond_message(conds['Failed'])}".rstrip(": "))
         if "Succeeded" in conds or "Complete" in conds:
-            return StepOutcome("succeeded", 0)
+            return StepOutcome(StepState.SUCCEEDED, 0)
         return None
     if kind == "RayJob":
         status = obj.get("status") or {}
         job, deploy = status.get("jobStatus"), status.get("jobDeploymentStatus")
         if job == "SUCCEEDED":
-            return StepOutcome("succeeded", 0)
+            return StepOutcome(StepState.SUCCEEDED, 0)
         if job in ("FAILED", "STOPPED") or deploy == "Failed":
             detail = status.get("message") or status.get("reason") or f"jobStatus {job}, deployment {deploy}"
-            return StepOutcome("failed", None, f"RayJob failed: {detail}")
+            return StepOutcome(StepState.FAILED, None, f"RayJob failed: {detail}")
         return None
     return None
 
@@ -105,7 +105,7 @@ def step_outcome(workload: dict[str, Any], pods: list[dict[str, Any]]) -> StepOu
     itself; it is reported by :func:`stuck_reason` instead.
     """
     outcome = workload_outcome(workload)
-    if outcome is None or outcome.state != "failed":
+    if outcome is None or outcome.state is not StepState.FAILED:
         return outcome
     rank, code, detail = failure_from_pods(pods)
     if detail:

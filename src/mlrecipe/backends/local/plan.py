@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.base import Plan
-from mlrecipe.backends.local.volumes import Mount
+from mlrecipe.backends.host.serving import Readiness
+from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.runtime import step_runtime
 from mlrecipe.secrets import redact_env
 
@@ -26,28 +27,44 @@ class NodeLaunch:
 
 @dataclass(frozen=True)
 class ServerLaunch:
-    """A serving step: where it listens, how readiness is checked and how long to wait for it."""
+    """A serving step: where it listens, and how its readiness is checked."""
 
     url: str
-    health_url: str
-    ready_timeout: float
-    probe_period: float = 1.0
+    readiness: Readiness
+
+    @property
+    def health_url(self) -> str:
+        return self.readiness.health_url(self.url)
+
+    @property
+    def ready_timeout(self) -> float:
+        return self.readiness.timeout
 
 
 @dataclass
 class LocalPlan(Plan):
-    """Everything the local backend runs for one step."""
+    """Everything the local backend runs for one step: one step runtime per node launch."""
 
     step: str
     chart: str
     program: dict[str, Any]
     program_path: Path
     nodes: list[NodeLaunch]
+    nnodes: int = 1
     notes: list[str] = field(default_factory=list)
     mounts: list[Mount] = field(default_factory=list)
     scratch: Path | None = None
     server: ServerLaunch | None = None
     files: dict[Path, str] = field(default_factory=dict)
+
+    @property
+    def node_count(self) -> int:
+        """The recipe's nodes (an MPI step has one launcher whose mpirun starts every node's ranks)."""
+        return self.nnodes
+
+    @property
+    def server_url(self) -> str | None:
+        return self.server.url if self.server is not None else None
 
     @property
     def script(self) -> str:

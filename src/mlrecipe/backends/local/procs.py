@@ -7,9 +7,10 @@ import os
 import signal
 import subprocess
 import time
-from typing import Any
 
 import psutil
+
+from mlrecipe.backends.local.handle import LocalHandle
 
 RUN_ID_VAR = "MLRECIPE_RUN_ID"
 
@@ -31,12 +32,12 @@ def create_time(pid: int) -> float | None:
         return None
 
 
-def _leaders(handle: dict[str, Any]) -> list[psutil.Process]:
+def _leaders(handle: LocalHandle) -> list[psutil.Process]:
     out = []
-    for node in handle.get("nodes", []):
+    for node in handle.nodes:
         try:
-            p = psutil.Process(node["pid"])
-            if node.get("created") is None or abs(p.create_time() - node["created"]) < 0.01:
+            p = psutil.Process(node.pid)
+            if node.created is None or abs(p.create_time() - node.created) < 0.01:
                 out.append(p)
         except psutil.Error:
             continue
@@ -55,21 +56,21 @@ def members(run_id: str) -> list[psutil.Process]:
     return found
 
 
-def run_alive(handle: dict[str, Any]) -> bool:
+def run_alive(handle: LocalHandle) -> bool:
     """Whether any process of the run described by ``handle`` is still alive."""
-    return bool(_leaders(handle)) or bool(members(handle.get("run_id", "")))
+    return bool(_leaders(handle)) or bool(members(handle.run_id))
 
 
-def _signal_all(handle: dict[str, Any], sig: int) -> None:
+def _signal_all(handle: LocalHandle, sig: int) -> None:
     for p in _leaders(handle):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(p.pid, sig)
-    for p in members(handle.get("run_id", "")):
+    for p in members(handle.run_id):
         with contextlib.suppress(psutil.Error):
             p.send_signal(sig)
 
 
-def stop_run(handle: dict[str, Any], grace: float, popens: list[subprocess.Popen[bytes]] | None = None) -> None:
+def stop_run(handle: LocalHandle, grace: float, popens: list[subprocess.Popen[bytes]] | None = None) -> None:
     """SIGTERM every process of the run, wait up to ``grace`` seconds, then SIGKILL what is left."""
     _signal_all(handle, signal.SIGTERM)
     deadline = time.monotonic() + grace

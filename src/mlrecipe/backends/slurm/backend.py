@@ -17,30 +17,27 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import sys
 from pathlib import Path
-from typing import Any
 
-from mlrecipe.backends import rayserve
-from mlrecipe.backends.base import Backend, Plan, ReleaseContext
-from mlrecipe.backends.common import contract_env, image_envs, recipe_env, step_program
-from mlrecipe.backends.local.volumes import Mount, mount_problems, plan_mounts, prepare_mounts, wrap_argv
-from mlrecipe.backends.serving import fixed_probe_port, readiness, server_problems
+from mlrecipe.backends.base import Backend, ReleaseContext
+from mlrecipe.backends.common import contract_env, recipe_env, step_program
+from mlrecipe.backends.host.images import ImageEnvironments
+from mlrecipe.backends.host.launch_env import device_env, mpi_env
+from mlrecipe.backends.host.launches import host_launch
+from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
+from mlrecipe.backends.host.volumes import Mount, mount_problems, plan_mounts, prepare_mounts, wrap_argv
 from mlrecipe.backends.slurm import chain, resources, scontrol
-from mlrecipe.backends.slurm.config import SlurmConfig, load_slurm_config
+from mlrecipe.backends.slurm.handle import SlurmHandle
+from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.plan import SlurmPlan
-from mlrecipe.backends.slurm.running import SlurmRunningStep, job_ids
+from mlrecipe.backends.slurm.running import SlurmRunningStep
 from mlrecipe.backends.slurm.script import NODE_WRAPPER, BatchScript, rank_mounts_script, server_lines
+from mlrecipe.errors import ResourceError
 from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
 PER_NODE = ("PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT")
-MPI_ENV = {
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    "OMPI_MCA_rmaps_base_oversubscribe": "1",
-}
 
 
 def wants_requeue(step: StepSpec) -> bool:
@@ -50,7 +47,7 @@ def wants_requeue(step: StepSpec) -> bool:
 
 
 def sbatch_options(
-    step: StepSpec, cfg: SlurmConfig, step_dir: Path, job_name: str
+    step: StepSpec, cfg: SlurmOptions, step_dir: Path, job_name: str
 ) -> tuple[list[str], int | None, list[str]]:
     """The ``#SBATCH`` options of a step, its GPUs per node, and notes on what has no Slurm equivalent."""
     res = step.recipe.resources
@@ -83,11 +80,13 @@ def sbatch_options(
     return opts, gpus, notes
 
 
-class SlurmBackend(Backend):
+class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
     """Runs each step as one Slurm batch job; see the module docstring."""
 
     name = "slurm"
     kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI, StepKind.SERVER})
+    options_type = SlurmOptions
+    handle_type = SlurmHandle
 
     def check(self, step: StepSpec) -> list[str]:
         problems = super().check(step) + server_problems(step, self.name)
@@ -95,39 +94,28 @@ class SlurmBackend(Backend):
             resources.cpus(step.recipe.resources)
             resources.memory_mb(step.recipe.resources)
             resources.gpus(step.recipe.resources)
-        except resources.ResourceError as exc:
+        except ResourceError as exc:
             problems.append(str(exc))
         return problems
 
     def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> SlurmPlan:
-        cfg = load_slurm_config(ctx.options)
+        cfg = self.options
         step_dir = ctx.step_dir(step.name)
         recipe = step.recipe
         mpi = step.chart.kind is StepKind.MPI
         opts, gpus, notes = sbatch_options(step, cfg, step_dir, f"{ctx.release}-{step.name}")
-        image = recipe.image_name
-        prefix = image_envs(cfg.images).get(image) if image else None
-        if image:
-            notes.append(f"image {image} runs in the environment {prefix}" if prefix
-                         else f"image {image} is not pulled: the step runs in the CLI's Python environment")
-        bin_dir = Path(prefix).expanduser() / "bin" if prefix else Path(sys.executable).parent
-        scratch = step_dir / "scratch"
-        mounts, volume_env = plan_mounts(recipe, Path("/"), scratch)
-        mounts = [Mount(cfg.volume_source(p.name), p.mount_path) for p in recipe.pvc] + mounts[len(recipe.pvc):]
-        if cfg.mount == "none":
-            mounts = []
+        python, image_note = ImageEnvironments(cfg.images).resolve(recipe.image_name)
+        notes += [image_note] if image_note else []
+        mounts, volume_env = self._mounts(step, step_dir)
         program = step_program(step, ctx)
         extra_files: dict[Path, str] = {}
-        if step.chart.name == rayserve.CHART:
-            ray = rayserve.rayserve_launch(step, step_dir)
-            program.update(command=ray.command, args=ray.args)
-            mounts, extra_files = mounts + ray.mounts, dict(ray.files)
-        extra: dict[str, str] = dict(volume_env)
-        if prefix:
-            extra["VIRTUAL_ENV"] = str(Path(prefix).expanduser())
-        extra.update({"MLRECIPE_DEVICE": "cuda"} if gpus else {"MLRECIPE_DEVICE": "cpu", "ACCELERATE_USE_CPU": "1"})
+        launch = host_launch(step, step_dir)
+        if launch is not None:
+            program.update(command=launch.command, args=launch.args)
+            mounts, extra_files = mounts + launch.mounts, dict(launch.files)
+        extra = {**volume_env, **python.env(), **device_env(bool(gpus))}
         if mpi:
-            extra.update(MPI_ENV)
+            extra.update(mpi_env())
             notes.append("MPI ranks start through mpirun inside the allocation (Open MPI launches its daemons "
                          "with srun)")
             if mounts:
@@ -148,7 +136,7 @@ class SlurmBackend(Backend):
         ready, url_file, pre_launch = None, None, []
         if step.chart.kind is StepKind.SERVER:
             ready, url_file = readiness(step), step_dir / "server.url"
-            port = fixed_probe_port(step) or ctx.options.get("server_port") or cfg.server_port
+            port = fixed_probe_port(step) or cfg.server_port
             pre_launch = server_lines(int(port) if port else None, str(url_file))
             notes.append(f"step {step.name} serves on its node's address (NodeAddr), port "
                          f"{port or 'chosen on the node'}: ready when GET {ready.path} answers 2xx within "
@@ -156,27 +144,16 @@ class SlurmBackend(Backend):
                          "(or the job's time limit)")
         program_path = step_dir / "program.json"
         runtime_path = step_dir / "step_runtime.py"
-        argv = wrap_argv([*NODE_WRAPPER, "python3", str(runtime_path), str(program_path)], mounts)
-        nnodes = recipe.resources.nnodes
-        if mpi:
-            launch = [argv]
-            redirect = f">> {shlex.quote(str(step_dir / 'node-0.log'))} 2>&1"
-            nodes = [0]
-        else:
-            srun = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1",
-                    "--kill-on-bad-exit=1", "--open-mode=append", f"--output={step_dir / 'node-%n.log'}",
-                    *cfg.srun_args]
-            launch, redirect, nodes = [srun, argv], "", list(range(nnodes))
-        port = ctx.options.get("master_port") or cfg.master_port
+        launch_lines, redirect, nodes = self._launch(step, step_dir, mounts, program_path, runtime_path)
         script = BatchScript(
             header=[f"mlrecipe: step {step.name} ({step.chart.name}) of release {ctx.address}, "
-                    f"{nnodes} node(s) x {recipe.resources.nproc_per_node} process(es)"],
+                    f"{recipe.resources.nnodes} node(s) x {recipe.resources.nproc_per_node} process(es)"],
             sbatch=opts,
             env={k: v for k, v in job_env.items() if k != "PATH"},
-            path_prefix=None if "PATH" in job_env else str(bin_dir),
-            master_port=int(port) if port else None,
+            path_prefix=None if "PATH" in job_env else str(python.bin_dir),
+            master_port=cfg.master_port,
             elastic=step.chart.kind is StepKind.TORCH_ELASTIC,
-            launch=launch,
+            launch=launch_lines,
             redirect=redirect,
             comments=[f"note: {n}" for n in notes],
             pre_launch=pre_launch,
@@ -193,6 +170,7 @@ class SlurmBackend(Backend):
             runtime_path=runtime_path,
             step_dir=step_dir,
             nodes=nodes,
+            nnodes=recipe.resources.nnodes,
             mounts=mounts,
             notes=notes,
             base_env=dict(env or {}),
@@ -202,6 +180,26 @@ class SlurmBackend(Backend):
             url_file=url_file,
         )
 
+    def _mounts(self, step: StepSpec, step_dir: Path) -> tuple[list[Mount], dict[str, str]]:
+        """The pvc binds (from the shared directories the options name) and the ebs scratch of a step."""
+        recipe = step.recipe
+        mounts, volume_env = plan_mounts(recipe, Path("/"), step_dir / "scratch")
+        pvcs = [Mount(self.options.volume_source(p.name), p.mount_path) for p in recipe.pvc]
+        mounts = pvcs + mounts[len(recipe.pvc):]
+        return ([] if self.options.mount == "none" else mounts), volume_env
+
+    def _launch(self, step: StepSpec, step_dir: Path, mounts: list[Mount], program_path: Path,
+                runtime_path: Path) -> tuple[list[list[str]], str, list[int]]:
+        """The launch lines of the batch script, its redirect, and the ranks that write node logs."""
+        argv = wrap_argv([*NODE_WRAPPER, "python3", str(runtime_path), str(program_path)], mounts)
+        if step.chart.kind is StepKind.MPI:  # the launcher runs once; mpirun starts the ranks on every node
+            return [argv], f">> {shlex.quote(str(step_dir / 'node-0.log'))} 2>&1", [0]
+        nnodes = step.recipe.resources.nnodes
+        srun = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1",
+                "--kill-on-bad-exit=1", "--open-mode=append", f"--output={step_dir / 'node-%n.log'}",
+                *self.options.srun_args]
+        return [srun, argv], "", list(range(nnodes))
+
     def preflight(self, plan: SlurmPlan) -> list[str]:
         """Machine problems that stop the plan before it is submitted."""
         if shutil.which("sbatch") is None:
@@ -209,15 +207,17 @@ class SlurmBackend(Backend):
                     "apt-get install slurm-client and point SLURM_CONF at the cluster's slurm.conf"]
         return mount_problems(plan.mounts)
 
-    def submit(self, plan: Plan, ctx: ReleaseContext) -> SlurmRunningStep:
-        assert isinstance(plan, SlurmPlan)
-        cfg = load_slurm_config(ctx.options)
-        conf = os.environ.get("SLURM_CONF")
-        if cfg.mode == "chain":
+    def _conf(self) -> str | None:
+        return self.options.slurm_conf or os.environ.get("SLURM_CONF")
+
+    def submit(self, plan: SlurmPlan, ctx: ReleaseContext) -> SlurmRunningStep:
+        conf = self._conf()
+        if self.options.mode == "chain":
             job_id, rest = self._submit_chain(plan, ctx, conf)
         else:
             job_id, rest = self._submit_one(plan, conf), []
-        return SlurmRunningStep(plan.step_dir, job_id, rest, conf, cfg.poll_seconds, plan.readiness, plan.url_file)
+        handle = SlurmHandle(job_id=job_id, chain=rest, slurm_conf=conf)
+        return SlurmRunningStep(plan.step_dir, handle, self.options.poll_seconds, plan.readiness, plan.url_file)
 
     @staticmethod
     def _submit_one(plan: SlurmPlan, conf: str | None, extra: list[str] | None = None) -> str:
@@ -240,7 +240,7 @@ class SlurmBackend(Backend):
         scontrol.scancel([e.job_id for e in entries if e.step in here_on], conf)
         first = self._submit_one(plan, conf)
         new = [chain.ChainEntry(plan.step, first, plan.digest)]
-        for step in [] if plan.readiness is not None else chain.later_steps(ctx, plan.step):
+        for step in [] if plan.readiness is not None else ctx.upcoming:
             later = self.plan(step, ctx, plan.base_env)
             dep = ["--dependency=afterok:" + new[-1].job_id, "--kill-on-invalid-dep=yes"]
             new.append(chain.ChainEntry(step.name, self._submit_one(later, conf, dep), later.digest))
@@ -249,13 +249,12 @@ class SlurmBackend(Backend):
         chain.save(ctx, new)
         return first, [e.job_id for e in new[1:]]
 
-    def cancel_handle(self, handle: dict[str, Any]) -> None:
-        scontrol.scancel(job_ids(handle), handle.get("slurm_conf"))
+    def cancel_handle(self, handle: SlurmHandle) -> None:
+        scontrol.scancel(handle.job_ids, handle.slurm_conf)
 
-    def handle_alive(self, handle: dict[str, Any]) -> bool:
-        for job_id in job_ids(handle):
-            info = scontrol.show_job(job_id, handle.get("slurm_conf"))
+    def handle_alive(self, handle: SlurmHandle) -> bool:
+        for job_id in handle.job_ids:
+            info = scontrol.show_job(job_id, handle.slurm_conf)
             if info is not None and info.active:
                 return True
         return False
-

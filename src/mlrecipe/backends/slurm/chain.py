@@ -1,7 +1,8 @@
 """Chain mode: the rest of a pipeline submitted at once as jobs that depend on each other (``afterok``).
 
 The runner still drives the release step by step: when it submits the first step, the backend
-submits that step and every later one (those the runner will not skip), each with
+submits that step and every later one the runner says it will run (``ReleaseContext.upcoming``: the
+runner's own skip rule decides), each with
 ``--dependency=afterok:<previous job>``; when the runner reaches a later step, the backend attaches
 to that step's queued job instead of submitting it again. Any divergence (a changed script, a step
 the chain skipped) cancels the rest of the chain and submits a new one from there. A serving step ends
@@ -46,31 +47,7 @@ def save(ctx: ReleaseContext, entries: list[ChainEntry]) -> None:
     tmp.replace(path)
 
 
-def later_steps(ctx: ReleaseContext, step: str) -> list:
-    """The steps after ``step`` that the runner will run (not skipped as unchanged), from the state record."""
-    from mlrecipe.runner.release import spec_from_inputs
-    from mlrecipe.runner.state import load_record
-
-    record = load_record(ctx.backend, ctx.namespace, ctx.release)
-    if record is None or not record.inputs:
-        return []
-    spec = spec_from_inputs(record.inputs)
-    names = [s.name for s in spec.steps]
-    if step not in names:
-        return []
-    out = []
-    for s in spec.steps[names.index(step) + 1:]:
-        prev = record.steps.get(s.name)
-        if prev is not None and prev.state == "succeeded" and prev.hash == s.content_hash:
-            continue
-        out.append(s)
-    return out
-
-
 def steps_from(ctx: ReleaseContext, step: str) -> set[str]:
     """``step`` and every step after it in the pipeline (whether or not the runner will skip them)."""
-    from mlrecipe.runner.state import load_record
-
-    record = load_record(ctx.backend, ctx.namespace, ctx.release)
-    order = list(record.order) if record is not None and record.order else []
+    order = list(ctx.pipeline)
     return set(order[order.index(step):]) if step in order else {step}

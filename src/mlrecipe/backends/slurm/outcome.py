@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mlrecipe.backends.base import StepOutcome
+from mlrecipe.backends.base import StepOutcome, StepState
 from mlrecipe.backends.slurm.scontrol import JobInfo
 from mlrecipe.logtail import tail
 
@@ -39,7 +39,7 @@ def outcome_of(info: JobInfo, step_dir: Path) -> StepOutcome:
     """The outcome of a job Slurm no longer runs."""
     code = exit_status(info)
     if info.state == "COMPLETED" and not code:
-        return StepOutcome("succeeded", 0)
+        return StepOutcome(StepState.SUCCEEDED, 0)
     batch_log = step_dir / "batch.log"
     task = failed_task(batch_log)
     rank = task[0] if task else None
@@ -54,10 +54,10 @@ def outcome_of(info: JobInfo, step_dir: Path) -> StepOutcome:
     lines = tail(step_dir / f"node-{rank or 0}.log")
     if not lines:
         lines = tail(batch_log)
-    return StepOutcome("failed", code if code is not None else 1, message, rank, lines)
+    return StepOutcome(StepState.FAILED, code if code is not None else 1, message, rank, lines)
 
 
 def vanished(job_id: str, step_dir: Path) -> StepOutcome:
     """A job Slurm forgot (purged after MinJobAge, or the controller's state was reset)."""
-    return StepOutcome("failed", None, f"Slurm job {job_id} is no longer known to the controller", None,
+    return StepOutcome(StepState.FAILED, None, f"Slurm job {job_id} is no longer known to the controller", None,
                        tail(step_dir / "node-0.log") or tail(step_dir / "batch.log"))

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.base import Plan
-from mlrecipe.backends.local.volumes import Mount
-from mlrecipe.backends.serving import Readiness
+from mlrecipe.backends.host.serving import Readiness
+from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.runtime import RUNTIME_PATH
 
 
@@ -31,6 +31,7 @@ class SlurmPlan(Plan):
     runtime_path: Path
     step_dir: Path
     nodes: list[int]
+    nnodes: int = 1
     mounts: list[Mount] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     base_env: dict[str, str] = field(default_factory=dict)
@@ -38,6 +39,11 @@ class SlurmPlan(Plan):
     readiness: Readiness | None = None
     url_file: Path | None = None
     extra_files: dict[Path, str] = field(default_factory=dict)
+
+    @property
+    def node_count(self) -> int:
+        """The job's nodes (an MPI job runs one launcher, and mpirun starts ranks on every node)."""
+        return self.nnodes
 
     @property
     def digest(self) -> str:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 import re
 
+from mlrecipe.errors import ResourceError
 from mlrecipe.spec.recipe import Resources
+
+__all__ = ["ResourceError", "cpus", "gpus", "memory_mb", "unmapped"]
 
 GPU_KEYS = ("nvidia.com/gpu", "amd.com/gpu", "gpu")
 _SUFFIX = {
@@ -16,10 +19,6 @@ _SUFFIX = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
 }
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?\s*$")
-
-
-class ResourceError(ValueError):
-    """A quantity Slurm cannot express."""
 
 
 def _value(resources: Resources, key: str) -> str | int | float | None:

@@ -2,46 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
-from typing import Any
 
-from mlrecipe.backends.base import RunningStep, StepOutcome
-from mlrecipe.backends.serving import Readiness, probe
+from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
+from mlrecipe.backends.host.serving import Readiness, ReadinessWatcher
 from mlrecipe.backends.slurm import scontrol
+from mlrecipe.backends.slurm.handle import SlurmHandle, SlurmServer
 from mlrecipe.backends.slurm.outcome import outcome_of, vanished
+from mlrecipe.errors import BackendError
 from mlrecipe.logtail import tail
 
 
-def job_ids(handle: dict[str, Any]) -> list[str]:
-    """The step's job and, in chain mode, the jobs queued after it."""
-    first = [handle["job_id"]] if handle.get("job_id") else []
-    return first + list(handle.get("chain") or [])
-
-
-class SlurmRunningStep(RunningStep):
+class SlurmRunningStep(RunningStep[SlurmHandle]):
     """One submitted batch job (and, in chain mode, the jobs queued after it).
 
     A serving step (``readiness`` given) is ready once its job runs, its script has published the
     server's URL in ``url_file`` and ``GET`` on the health path answers 2xx; the readiness budget counts
     from the moment the job starts running (time in the queue is not counted). A server job that ends,
-    whatever its exit status, is a failure.
+    whatever its exit status, is a failure. ``scontrol`` failures while polling raise
+    :class:`~mlrecipe.errors.TransientBackendError` (the runner asks again).
     """
 
-    def __init__(self, step_dir: Path, job_id: str, rest: list[str], conf: str | None, poll_seconds: float,
+    def __init__(self, step_dir: Path, handle: SlurmHandle, poll_seconds: float,
                  readiness: Readiness | None = None, url_file: Path | None = None) -> None:
         self.step_dir = step_dir
-        self.job_id = job_id
-        self.conf = conf
+        self.handle = handle
         self.poll_seconds = poll_seconds
-        self.readiness = readiness
         self.url_file = url_file
-        self.handle: dict[str, Any] = {"job_id": job_id, "chain": rest, "slurm_conf": conf}
+        self.watcher = ReadinessWatcher(readiness) if readiness is not None else None
         self._outcome: StepOutcome | None = None
         self._next = 0.0
-        self._running_since: float | None = None
-        self._url: str | None = None
-        self._next_probe = 0.0
 
     def poll(self) -> StepOutcome | None:
         if self._outcome is not None:
@@ -50,41 +42,40 @@ class SlurmRunningStep(RunningStep):
         if now < self._next:
             return None
         self._next = now + self.poll_seconds
-        try:
-            info = scontrol.show_job(self.job_id, self.conf)
-        except scontrol.SlurmError:
-            return None  # the controller may be busy; ask again at the next poll
+        info = scontrol.show_job(self.handle.job_id, self.handle.slurm_conf)
         if info is None:
-            self._outcome = vanished(self.job_id, self.step_dir)
+            self._outcome = vanished(self.handle.job_id, self.step_dir)
         elif info.active:
-            if self.readiness is not None:
-                return self._server_deadline(info.state)
-            return None
+            return self._server_deadline(info.state) if self.watcher is not None else None
         else:
             self._outcome = outcome_of(info, self.step_dir)
-            if self.readiness is not None and self._outcome.state == "succeeded":
-                self._outcome = StepOutcome("failed", 0, f"Slurm job {self.job_id}: the server exited with status 0",
-                                            0, tail(self.step_dir / "node-0.log"))
-        if self._outcome.state != "succeeded":
-            scontrol.scancel(self.handle["chain"], self.conf)
+            if self.watcher is not None and self._outcome.state is StepState.SUCCEEDED:
+                self._outcome = StepOutcome(
+                    StepState.FAILED, 0, f"Slurm job {self.handle.job_id}: the server exited with status 0", 0,
+                    tail(self.step_dir / "node-0.log"))
+        if self._outcome.state is not StepState.SUCCEEDED:
+            self._cancel_quietly(self.handle.chain)
         return self._outcome
 
+    def _cancel_quietly(self, job_ids: list[str]) -> None:
+        with contextlib.suppress(BackendError):  # the step's own outcome is what the user needs to see
+            scontrol.scancel(job_ids, self.handle.slurm_conf)
+
     def _server_deadline(self, state: str) -> StepOutcome | None:
-        assert self.readiness is not None
+        assert self.watcher is not None
         if state != "RUNNING":
-            self._running_since = None
+            self.watcher.stop_clock()
             return None
-        now = time.monotonic()
-        if self._running_since is None:
-            self._running_since = now
-        waited = now - self._running_since
-        if waited <= self.readiness.timeout or self.ready_url() is not None:
+        self.watcher.start_clock()
+        waited = self.watcher.overdue(self._published_url())
+        if waited is None:
             return None
-        scontrol.scancel(job_ids(self.handle), self.conf)
-        where = self.readiness.health_url(self._published_url() or "http://<node>:<port>")
+        self._cancel_quietly(self.handle.job_ids)
+        where = self.watcher.readiness.health_url(self._published_url() or "http://<node>:<port>")
         self._outcome = StepOutcome(
-            "failed", None, f"Slurm job {self.job_id}: the server was not ready after {waited:.0f} s of running "
-            f"(GET {where}; raise server.startup_probe to wait longer)", 0, tail(self.step_dir / "node-0.log"))
+            StepState.FAILED, None, f"Slurm job {self.handle.job_id}: the server was not ready after {waited:.0f} s "
+            f"of running (GET {where}; raise server.startup_probe to wait longer)", 0,
+            tail(self.step_dir / "node-0.log"))
         return self._outcome
 
     def _published_url(self) -> str | None:
@@ -97,19 +88,12 @@ class SlurmRunningStep(RunningStep):
 
     def ready_url(self) -> str | None:
         """The server's URL once its job runs and its health path answers 2xx (probed at most once a period)."""
-        if self.readiness is None or self._outcome is not None or self._running_since is None:
+        if self.watcher is None or self._outcome is not None:
             return None
-        if self._url is not None:
-            return self._url
-        now = time.monotonic()
-        if now < self._next_probe:
-            return None
-        self._next_probe = now + self.readiness.period
-        url = self._published_url()
-        if url is not None and probe(self.readiness.health_url(url)):
-            self._url = url
-            self.handle["server"] = {"url": url}
-        return self._url
+        url = self.watcher.check(self._published_url())
+        if url is not None and self.handle.server is None:
+            self.handle.server = SlurmServer(url=url)
+        return url
 
     def cancel(self) -> None:
-        scontrol.scancel(job_ids(self.handle), self.conf)
+        scontrol.scancel(self.handle.job_ids, self.handle.slurm_conf)

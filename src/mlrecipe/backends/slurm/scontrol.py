@@ -12,16 +12,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlrecipe.errors import SlurmError, TransientBackendError
+
 ACTIVE = frozenset({
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
     "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD",
 })
 NEVER_RUNS = frozenset({"DependencyNeverSatisfied"})
 _FIELD = re.compile(r"(\w[\w/:]*)=(\S*)")
-
-
-class SlurmError(RuntimeError):
-    """A Slurm client tool failed; the message holds its output."""
 
 
 def _env(slurm_conf: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -39,7 +37,7 @@ def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30,
     except FileNotFoundError as exc:
         raise SlurmError(f"{argv[0]} not found: install the Slurm client tools (apt-get install slurm-client)") from exc
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"{' '.join(argv)} did not answer in {timeout:.0f}s") from None
+        raise TransientBackendError(f"{' '.join(argv)} did not answer in {timeout:.0f}s") from None
 
 
 def sbatch(script: Path, extra: list[str] | None = None, slurm_conf: str | None = None,
@@ -97,7 +95,7 @@ def show_job(job_id: str, slurm_conf: str | None = None) -> JobInfo | None:
     if result.returncode != 0:
         if "Invalid job id" in result.stderr:
             return None
-        raise SlurmError(f"scontrol show job {job_id} failed: {result.stderr.strip()}")
+        raise TransientBackendError(f"scontrol show job {job_id} failed: {result.stderr.strip()}")
     for line in result.stdout.splitlines():
         info = parse_job(line)
         if info is not None and info.job_id == job_id:
@@ -107,5 +105,8 @@ def show_job(job_id: str, slurm_conf: str | None = None) -> JobInfo | None:
 
 def scancel(job_ids: list[str], slurm_conf: str | None = None) -> None:
     """Cancel jobs (finished or unknown ones are fine)."""
-    if job_ids:
-        _run(["scancel", *job_ids], slurm_conf)
+    if not job_ids:
+        return
+    result = _run(["scancel", *job_ids], slurm_conf)
+    if result.returncode != 0 and "Invalid job id" not in result.stderr:
+        raise SlurmError(f"scancel {' '.join(job_ids)} failed: {result.stderr.strip()}")

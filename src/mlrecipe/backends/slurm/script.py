@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from mlrecipe.backends.local.volumes import Mount, wrap_argv
+from mlrecipe.backends.host.volumes import Mount, wrap_argv
 
 # PET_MASTER_ADDR is the first node's address as Slurm knows it (NodeAddr), so that several
 # slurmd "nodes" on one machine (NodeAddr=127.0.0.1) work as well as a real cluster.

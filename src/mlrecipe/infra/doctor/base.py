@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from mlrecipe.errors import ExitCode
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -78,4 +80,4 @@ def run_checks(checks: Iterable[Check]) -> list[Outcome]:
 
 def exit_code(outcomes: Iterable[Outcome]) -> int:
     """0 when every blocking check passed (skipped ones do not count), else 1."""
-    return 1 if any(o.status == "FAIL" for o in outcomes) else 0
+    return ExitCode.FAILED if any(o.status == "FAIL" for o in outcomes) else ExitCode.OK

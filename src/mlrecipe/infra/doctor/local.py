@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mlrecipe.backends.local.options import LocalOptions
 from mlrecipe.infra.doctor.base import Check, CheckResult
 from mlrecipe.infra.doctor.probes import nvidia_gpus
 from mlrecipe.infra.doctor.requirements import GPU, NEURON_RESOURCES, PACKAGES, Requirements
@@ -36,23 +37,29 @@ _PROBE = (
 
 def volume_root() -> Path:
     """Where local volumes live: ``local.root`` in the config, else ``$MLRECIPE_HOME/volumes``."""
-    try:
-        from mlrecipe.config import load_config
+    from mlrecipe.config import default_volume_root
+    from mlrecipe.errors import MlrecipeError
 
-        return load_config().local.volume_root()
-    except Exception:  # an unreadable config must not hide the other checks
-        home = Path(os.environ.get("MLRECIPE_HOME") or Path.home() / ".mlrecipe").expanduser()
-        return home / "volumes"
+    try:
+        return _local_options().volume_root()
+    except MlrecipeError:  # an unreadable config must not hide the other checks
+        return default_volume_root()
+
+
+def _local_options() -> LocalOptions:
+    from mlrecipe.backends.options import load_options
+
+    return load_options(LocalOptions, "local")
 
 
 def interpreter_for(images: list[str]) -> Path:
     """The Python that runs the recipe locally: the environment mapped to its image in
     ``local.images`` (config), else this interpreter -- the same rule as the local backend."""
-    try:
-        from mlrecipe.config import load_config
+    from mlrecipe.errors import MlrecipeError
 
-        mapping = load_config().local.images
-    except Exception:
+    try:
+        mapping = _local_options().images
+    except MlrecipeError:
         mapping = {}
     for image in images:
         if image in mapping:
@@ -172,12 +179,12 @@ def _volume_root_check() -> Check:
 
 def _mounts_check(req: Requirements) -> Check:
     def probe() -> CheckResult:
-        try:
-            from mlrecipe.backends.local.volumes import Mount, mount_problems
-            from mlrecipe.config import load_config
+        from mlrecipe.backends.host.volumes import Mount, mount_problems
+        from mlrecipe.errors import MlrecipeError
 
-            mode = load_config().local.volumes
-        except Exception as exc:
+        try:
+            mode = _local_options().volumes
+        except MlrecipeError as exc:
             return CheckResult.failed(
                 f"cannot read the local backend settings: {exc}", "fix $MLRECIPE_HOME/config.yaml"
             )

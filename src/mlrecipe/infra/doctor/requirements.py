@@ -15,9 +15,7 @@ from typing import Any
 
 import yaml
 
-
-class RecipeInputError(Exception):
-    """The recipe file is missing or unreadable (doctor exits 2)."""
+from mlrecipe.errors import RecipeInputError
 
 
 @dataclass(frozen=True)

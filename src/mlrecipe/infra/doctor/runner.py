@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from mlrecipe.errors import ExitCode
 from mlrecipe.infra.doctor.base import Check, exit_code, run_checks
 from mlrecipe.infra.doctor.report import to_json, write_plain, write_table
 from mlrecipe.infra.doctor.requirements import RecipeInputError, Requirements, load_requirements
@@ -43,15 +44,15 @@ def run_doctor(
     err = err or sys.stderr
     if backend not in BACKENDS:
         err.write(f"error: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}\n")
-        return 2
+        return ExitCode.USAGE
     if output not in OUTPUTS:
         err.write(f"error: unknown output {output!r}; choose text or json\n")
-        return 2
+        return ExitCode.USAGE
     try:
         req = load_requirements(recipe) if recipe is not None else Requirements()
     except RecipeInputError as exc:
         err.write(f"error: {exc}\n")
-        return 2
+        return ExitCode.USAGE
     outcomes = run_checks(build_checks(backend, req, context, namespace))
     if output == "json":
         stream.write(to_json(backend, outcomes) + "\n")

@@ -1,7 +1,8 @@
 {{/*
 An MPIJob (kubeflow.org/v2beta1): the launcher runs mpirun (values.mpirun.args, each
 through tpl; hostfile from the operator) over the step runtime on every slot; workers get
-slotsPerWorker = processes per node.
+slotsPerWorker = processes per node. mpirun exports (-x) the env contract and mlrecipe-lib.pipeline_env
+to every rank (ranks started over ssh do not see the worker containers' env).
 Usage: include "mlrecipe.mpijob" (dict "ctx" $ "block" "process" "prefix" "mpijob")
 */}}
 {{- define "mlrecipe.mpijob" -}}
@@ -21,6 +22,9 @@ Usage: include "mlrecipe.mpijob" (dict "ctx" $ "block" "process" "prefix" "mpijo
 {{- $head := list "exec" "mpirun" -}}
 {{- if not $hasNp }}{{ $head = concat $head (list "-np" (toString (mul $nnodes $nproc))) }}{{ end -}}
 {{- $head = concat $head (list "-x" (printf "PET_NNODES=%d" $nnodes) "-x" (printf "PET_NPROC_PER_NODE=%d" $nproc) "-x" "MLRECIPE_RELEASE" "-x" "MLRECIPE_STEP") -}}
+{{- range ((index $v "mlrecipe-lib" | default dict).pipeline_env | default list) }}
+{{- if . }}{{ $head = concat $head (list "-x" (toString .name)) }}{{ end -}}
+{{- end -}}
 {{- $tail := list "python3" "/etc/mlrecipe/step_runtime.py" "/etc/mlrecipe/step.json" -}}
 {{- $line := concat $head $words $tail | join " " -}}
 {{- $launcherEnv := concat ($mpi.env | default list) ($blk.env | default list) -}}

@@ -81,12 +81,17 @@ command:
 {{- end -}}
 
 {{/*
-Container env: the command block's env (tpl applied to each value), MLRECIPE_RELEASE,
-MLRECIPE_STEP, MLRECIPE_NAMESPACE and the chart's extra entries (list of EnvVar maps).
+Container env: MLRECIPE_RELEASE, MLRECIPE_STEP, MLRECIPE_NAMESPACE, mlrecipe-lib.pipeline_env (the
+outputs of earlier pipeline steps, literal values; a name the container sets itself is skipped), the
+chart's extra entries (list of EnvVar maps), and the command block's env (tpl applied to each value).
+An entry whose name mlrecipe-lib.secret_env maps is rendered as a secretKeyRef (see mlrecipe.envVar).
 Usage: include "mlrecipe.env" (dict "ctx" $ "env" <list of {name,value}> "extra" <list>)
 */}}
 {{- define "mlrecipe.env" -}}
 {{- $ctx := .ctx -}}
+{{- $lib := index $ctx.Values "mlrecipe-lib" | default dict -}}
+{{- $own := list "MLRECIPE_RELEASE" "MLRECIPE_STEP" "MLRECIPE_NAMESPACE" -}}
+{{- range (concat (.extra | default list) (.env | default list)) }}{{ if . }}{{ $own = append $own (toString .name) }}{{ end }}{{ end -}}
 env:
   - name: MLRECIPE_RELEASE
     value: {{ $ctx.Release.Name | quote }}
@@ -94,13 +99,54 @@ env:
     value: {{ include "mlrecipe.stepName" $ctx | quote }}
   - name: MLRECIPE_NAMESPACE
     value: {{ $ctx.Release.Namespace | quote }}
+  {{- range $e := ($lib.pipeline_env | default list) }}
+  {{- if and $e (not (has (toString $e.name) $own)) }}
+  {{- include "mlrecipe.envEntry" (dict "ctx" $ctx "e" $e "literal" true) | nindent 2 }}
+  {{- end }}
+  {{- end }}
   {{- range (.extra | default list) }}
   - {{ toYaml . | indent 4 | trim }}
   {{- end }}
   {{- range $e := (.env | default list) }}
-  - name: {{ $e.name | quote }}
-    value: {{ tpl (toString (ternary "" $e.value (kindIs "invalid" $e.value))) $ctx | quote }}
+  {{- if $e }}
+  {{- include "mlrecipe.envEntry" (dict "ctx" $ctx "e" $e) | nindent 2 }}
   {{- end }}
+  {{- end }}
+{{- end -}}
+
+{{/*
+One EnvVar (JSON) from a values entry {name, value}. When mlrecipe-lib.secret_env ({name: <Secret>,
+keys: {<env name>: <key>}}) maps the name: valueFrom.secretKeyRef of that Secret (the value, if any, is
+ignored: mlrecipe removes it from the values and creates the Secret outside the Helm release). Else the
+value, through tpl unless "literal" is true.
+Usage: include "mlrecipe.envVar" (dict "ctx" $ "e" <entry> "literal" false) | fromJson
+*/}}
+{{- define "mlrecipe.envVar" -}}
+{{- $ctx := .ctx -}}
+{{- $sec := (index $ctx.Values "mlrecipe-lib" | default dict).secret_env | default dict -}}
+{{- $keys := $sec.keys | default dict -}}
+{{- $name := toString .e.name -}}
+{{- if and $sec.name (hasKey $keys $name) -}}
+{{- toJson (dict "name" $name "valueFrom" (dict "secretKeyRef" (dict "name" (toString $sec.name) "key" (toString (index $keys $name))))) -}}
+{{- else -}}
+{{- $val := toString (ternary "" .e.value (kindIs "invalid" .e.value)) -}}
+{{- if not .literal }}{{ $val = tpl $val $ctx }}{{ end -}}
+{{- toJson (dict "name" $name "value" $val) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* One env list item (YAML) from a values entry. Usage: include "mlrecipe.envEntry" (dict "ctx" $ "e" <entry> "literal" false) */}}
+{{- define "mlrecipe.envEntry" -}}
+{{- $ev := include "mlrecipe.envVar" . | fromJson -}}
+- name: {{ $ev.name | quote }}
+{{- if hasKey $ev "valueFrom" }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ev.valueFrom.secretKeyRef.name | quote }}
+      key: {{ $ev.valueFrom.secretKeyRef.key | quote }}
+{{- else }}
+  value: {{ $ev.value | quote }}
+{{- end }}
 {{- end -}}
 
 {{/* Image and pull policy: image is "repo:tag" (with image_pull_policy) or {name, pull_policy}. */}}

@@ -1,4 +1,4 @@
-"""Serving steps outside Kubernetes (local and Slurm backends): checks, readiness settings, the health probe.
+"""Serving steps on hosts (local and Slurm backends): checks, readiness settings, the readiness watcher.
 
 A serving step runs one long-lived server. It is ready when ``GET <readiness_probe.path>`` answers 2xx,
 within the startup probe's budget (``initial_delay_secs + period_secs * failure_threshold``, default
@@ -7,15 +7,15 @@ within the startup probe's budget (``initial_delay_secs + period_secs * failure_
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-from mlrecipe.backends import rayserve
+from mlrecipe.backends.host.launches import launch_problems
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
-DEFAULT_HEALTH_PATH = "/health"
 DEFAULT_READY_TIMEOUT = 600.0
 
 
@@ -36,8 +36,7 @@ def readiness(step: StepSpec) -> Readiness:
     block = step.recipe.server
     probes = [p for p in (block.readiness_probe, block.startup_probe) if p is not None and p.enabled] \
         if block else []
-    default = rayserve.HEALTH_PATH if step.chart.name == rayserve.CHART else DEFAULT_HEALTH_PATH
-    path = probes[0].path if probes else default
+    path = probes[0].path if probes else step.chart.health_path
     startup = block.startup_probe if block and block.startup_probe and block.startup_probe.enabled else None
     timeout = DEFAULT_READY_TIMEOUT
     if startup is not None:
@@ -59,8 +58,8 @@ def server_problems(step: StepSpec, backend: str) -> list[str]:
     """Why a serving step cannot run on ``backend`` (a single-node server with a command, or a Serve config)."""
     if step.chart.kind is not StepKind.SERVER:
         return []
-    if step.chart.name == rayserve.CHART:
-        return rayserve.problems(step)
+    if step.chart.host_launch:
+        return launch_problems(step)
     problems = []
     if not any(c.strip() for c in step.command_line):
         problems.append(f"chart {step.chart.name}: server.command is empty (the command starting the server)")
@@ -80,3 +79,51 @@ def probe(url: str, timeout: float = 1.0) -> bool:
             return 200 <= resp.status < 300
     except (urllib.error.URLError, OSError, ValueError):
         return False
+
+
+@dataclass
+class ReadinessWatcher:
+    """Watches a server become ready: probes its health URL at most once a period, within the budget.
+
+    The budget counts from :meth:`start_clock` (submission on the local backend, the job running on Slurm).
+    """
+
+    readiness: Readiness
+    _url: str | None = None
+    _since: float | None = None
+    _next_probe: float = 0.0
+
+    def start_clock(self) -> None:
+        if self._since is None:
+            self._since = time.monotonic()
+
+    def stop_clock(self) -> None:
+        self._since = None
+
+    @property
+    def ready(self) -> bool:
+        return self._url is not None
+
+    def check(self, base_url: str | None) -> str | None:
+        """``base_url`` once its health path answered 2xx (it stays ready), else ``None``."""
+        if self._url is not None:
+            return self._url
+        if base_url is None or self._since is None:
+            return None
+        now = time.monotonic()
+        if now < self._next_probe:
+            return None
+        self._next_probe = now + self.readiness.period
+        if probe(self.readiness.health_url(base_url)):
+            self._url = base_url
+        return self._url
+
+    def overdue(self, base_url: str | None) -> float | None:
+        """Seconds waited when the budget is spent and the server is still not ready, else ``None``."""
+        if self._since is None or self.ready:
+            return None
+        waited = time.monotonic() - self._since
+        if waited <= self.readiness.timeout:
+            return None
+        self._next_probe = 0.0
+        return None if self.check(base_url) is not None else waited

@@ -1,4 +1,4 @@
-"""The ``slurm:`` section of ``$MLRECIPE_HOME/config.yaml`` (and per-run backend options).
+"""Options of the Slurm backend: the ``slurm:`` section of the config file, or ``--backend-opt key=value``.
 
 Example::
 
@@ -17,16 +17,16 @@ Example::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from mlrecipe.spec.errors import SpecError, SpecIssue, format_path
-from mlrecipe.spec.recipe import Model
+from mlrecipe.backends.base import BackendOptions
+from mlrecipe.config import default_volume_root
 
 
-class SlurmConfig(Model):
-    """Settings of the Slurm backend."""
+class SlurmOptions(BackendOptions):
+    """Settings of the Slurm backend (each step is one batch job)."""
 
     partition: str | None = Field(None, description="#SBATCH --partition")
     account: str | None = Field(None, description="#SBATCH --account")
@@ -62,30 +62,13 @@ class SlurmConfig(Model):
         "when the job starts; a port pinned in the recipe's probes wins)"
     )
     poll_seconds: float = Field(0.5, gt=0, description="How often the runner asks scontrol about a job")
+    slurm_conf: str | None = Field(
+        None, description="The cluster's slurm.conf (default $SLURM_CONF, else the client's own); recorded in "
+        "each step's handle so that uninstall and resume reach the same cluster")
 
     def volume_source(self, pvc: str) -> Path:
+        """The shared directory of a pvc on the nodes."""
         if pvc in self.volumes:
             return Path(self.volumes[pvc]).expanduser()
-        from mlrecipe.config import mlrecipe_home
-
-        root = Path(self.root).expanduser() if self.root else mlrecipe_home() / "volumes"
+        root = Path(self.root).expanduser() if self.root else default_volume_root()
         return root / pvc
-
-
-def load_slurm_config(options: dict[str, Any] | None = None) -> SlurmConfig:
-    """The ``slurm:`` section of the config file, overridden by backend options of the same names.
-
-    Invalid content raises :class:`SpecError` naming the file, line and field (from the config file, or
-    the option).
-    """
-    from mlrecipe.config import load_config
-
-    base = load_config().slurm
-    override = {k: v for k, v in (options or {}).items() if k in SlurmConfig.model_fields and v is not None}
-    if not override:
-        return base
-    try:
-        return SlurmConfig.model_validate({**base.model_dump(exclude_unset=True), **override})
-    except ValidationError as exc:
-        raise SpecError([SpecIssue("backend options", None, format_path(e["loc"]), e["msg"])
-                         for e in exc.errors()]) from None

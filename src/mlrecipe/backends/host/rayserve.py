@@ -9,31 +9,19 @@ files are written into the step directory and bind-mounted at those paths, and t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from mlrecipe.backends.local.volumes import Mount
+from mlrecipe.backends.host.launches import HostLaunch
+from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.serve.rayserve import serve_config_data
 from mlrecipe.spec.load import StepSpec
 
-CHART = "serving/rayserve"
 ENGINE_CONFIG_DIR = "/etc/engine-config"
 ENGINE_CODE_DIR = "/etc/engine-code"
 COMMAND = ["python3", "-m", "mlrecipe.serve.rayserve"]
-HEALTH_PATH = "/-/healthz"
-
-
-@dataclass
-class RayServeLaunch:
-    """Files to write (path -> text), their bind mounts, and the command and args of the step program."""
-
-    files: dict[Path, str] = field(default_factory=dict)
-    mounts: list[Mount] = field(default_factory=list)
-    command: list[str] = field(default_factory=list)
-    args: list[str] = field(default_factory=list)
 
 
 def serve_config(ray: dict[str, Any]) -> Any:
@@ -45,14 +33,16 @@ def problems(step: StepSpec) -> list[str]:
     """What stops a rayserve step from running here (no Serve config)."""
     config = serve_config(step.recipe.ray or {})
     if not isinstance(config, dict) or not config.get("applications"):
-        return [f"chart {CHART}: ray.serve_config_v2 needs 'applications' (the Serve config to deploy)"]
+        return [f"chart {step.chart.name}: ray.serve_config_v2 needs 'applications' (the Serve config to deploy)"]
     return []
 
 
-def rayserve_launch(step: StepSpec, step_dir: Path) -> RayServeLaunch:
+def launch(step: StepSpec, step_dir: Path) -> HostLaunch:
     """The files, mounts and command of a rayserve step whose state lives in ``step_dir``."""
     engine = step.recipe.engine or {}
-    launch = RayServeLaunch(command=list(COMMAND))
+    launch = HostLaunch(command=list(COMMAND))
+    launch.notes.append(f"step {step.name} runs Ray Serve on this machine (python -m mlrecipe.serve.rayserve); "
+                        f"engine config and code are mounted at {ENGINE_CONFIG_DIR}, {ENGINE_CODE_DIR}")
     config_path = step_dir / "ray" / "serve-config.yaml"
     launch.files[config_path] = yaml.safe_dump(serve_config(step.recipe.ray or {}), sort_keys=False)
     launch.args = ["--serve-config", str(config_path)]

@@ -1,0 +1,86 @@
+"""A submitted local step as the runner watches it: its node processes and, for a server, its readiness."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
+from mlrecipe.backends.host.serving import ReadinessWatcher
+from mlrecipe.backends.local import procs
+from mlrecipe.backends.local.handle import LocalHandle, NodeProcess, ServerAddress
+from mlrecipe.backends.local.plan import LocalPlan
+from mlrecipe.logtail import tail
+
+
+class LocalRunningStep(RunningStep[LocalHandle]):
+    """The node processes of one local step (a server's outlive the CLI until ``uninstall``)."""
+
+    def __init__(self, plan: LocalPlan, run_id: str, grace: float) -> None:
+        self.plan = plan
+        self.grace = grace
+        self.popens: list[subprocess.Popen[bytes]] = []
+        self.handle = LocalHandle(run_id=run_id)
+        self._outcome: StepOutcome | None = None
+        self.server = plan.server
+        self.watcher: ReadinessWatcher | None = None
+        if self.server is not None:
+            self.handle.server = ServerAddress(url=self.server.url, health=self.server.health_url)
+            self.watcher = ReadinessWatcher(self.server.readiness)
+
+    def start(self) -> None:
+        base = dict(os.environ)
+        for node in self.plan.nodes:
+            node.log_path.parent.mkdir(parents=True, exist_ok=True)
+            env = {**base, **node.env, procs.RUN_ID_VAR: self.handle.run_id}
+            with open(node.log_path, "ab") as log:
+                p = subprocess.Popen(
+                    node.argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    # a server outlives the CLI (until uninstall); other steps die with it
+                    preexec_fn=None if self.server is not None else procs.die_with_parent,
+                )
+            self.popens.append(p)
+            self.handle.nodes.append(NodeProcess(rank=node.rank, pid=p.pid, created=procs.create_time(p.pid)))
+        if self.watcher is not None:
+            self.watcher.start_clock()
+
+    def _failed(self, rank: int, code: int | None, message: str) -> StepOutcome:
+        self.cancel()
+        return StepOutcome(StepState.FAILED, code, message, rank, tail(self.plan.nodes[rank].log_path))
+
+    def poll(self) -> StepOutcome | None:
+        if self._outcome is not None:
+            return self._outcome
+        codes = [p.poll() for p in self.popens]
+        failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
+        ready = self.watcher is not None and self.watcher.ready
+        if failed:
+            rank, code = failed[0]
+            self._outcome = self._failed(rank, code, f"node {rank} exited with status {code}")
+        elif self.server is not None and any(c is not None for c in codes):
+            when = "after it was ready" if ready else "before it was ready"
+            self._outcome = self._failed(0, 0, f"the server exited with status 0 {when}")
+        elif all(c == 0 for c in codes):
+            self._outcome = StepOutcome(StepState.SUCCEEDED, 0)
+        elif self.watcher is not None and self.server is not None:
+            waited = self.watcher.overdue(self.server.url)
+            if waited is not None:
+                self._outcome = self._failed(0, None, f"the server was not ready after {waited:.0f} s "
+                                             f"(GET {self.server.health_url}; raise server.startup_probe to wait "
+                                             "longer)")
+        return self._outcome
+
+    def ready_url(self) -> str | None:
+        """The server's URL once ``GET`` on its health path answers 2xx (probes at most once per period)."""
+        if self.watcher is None or self.server is None or self._outcome is not None:
+            return None
+        return self.watcher.check(self.server.url)
+
+    def cancel(self) -> None:
+        procs.stop_run(self.handle, self.grace, self.popens)
+

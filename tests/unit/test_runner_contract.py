@@ -1,0 +1,257 @@
+"""The release runner driven through the backend contract alone, with a fake backend.
+
+The fake backend is added the way a real one is: its class and one registry line. What each step does is
+its command: ``ok``, ``fail``, ``serve`` (a server that becomes ready), ``interrupt`` (Ctrl-C while it
+runs), ``refuse`` (the submission is refused), ``flaky`` (the backend cannot answer twice, then succeeds).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from mlrecipe.backends import registry
+from mlrecipe.backends.base import (
+    Backend,
+    BackendOptions,
+    Plan,
+    ReleaseContext,
+    RunningStep,
+    StepHandle,
+    StepOutcome,
+    StepState,
+)
+from mlrecipe.cli.execute import run_inputs
+from mlrecipe.errors import BackendError, ExitCode, TransientBackendError
+from mlrecipe.runner.state import load_record
+from mlrecipe.spec.catalog import StepKind
+from mlrecipe.spec.load import StepSpec
+
+
+@dataclass
+class World:
+    """What the fake backend's "cluster" holds: live servers, submissions, cancels, the env each plan got."""
+
+    alive: set[str] = field(default_factory=set)
+    submitted: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    ids: Any = field(default_factory=lambda: itertools.count(1))
+
+
+WORLD = World()
+
+
+class FakeOptions(BackendOptions):
+    """Options of the fake backend."""
+
+    flaky_polls: int = Field(2, description="How many polls of a flaky step fail before it answers")
+
+
+class FakeHandle(StepHandle):
+    """A fake step: its id and command."""
+
+    run: str
+    command: str
+
+
+@dataclass
+class FakePlan(Plan):
+    step: str
+    chart: str
+    command: str
+    nodes: int
+    notes: list[str] = field(default_factory=list)
+    url: str | None = None
+
+    @property
+    def node_count(self) -> int:
+        return self.nodes
+
+    @property
+    def server_url(self) -> str | None:
+        return self.url
+
+    def materialize(self) -> str:
+        return f"# {self.step}: {self.command} on {self.nodes} node(s)\n"
+
+
+class FakeRunning(RunningStep[FakeHandle]):
+    def __init__(self, handle: FakeHandle, plan: FakePlan, flaky: int) -> None:
+        self.handle, self.plan, self.flaky = handle, plan, flaky
+
+    def poll(self) -> StepOutcome | None:
+        command = self.handle.command
+        if command == "interrupt":
+            raise KeyboardInterrupt
+        if command == "flaky" and self.flaky > 0:
+            self.flaky -= 1
+            raise TransientBackendError("controller busy")
+        if command == "fail":
+            return StepOutcome(StepState.FAILED, 3, "node 0 exited with status 3", 0, ["boom"])
+        if command == "serve":
+            WORLD.alive.add(self.handle.run)
+            return None
+        return StepOutcome(StepState.SUCCEEDED, 0)
+
+    def ready_url(self) -> str | None:
+        return self.plan.url if self.handle.run in WORLD.alive else None
+
+    def cancel(self) -> None:
+        WORLD.cancelled.append(self.handle.run)
+        WORLD.alive.discard(self.handle.run)
+
+
+class FakeBackend(Backend[FakePlan, FakeHandle, FakeOptions]):
+    name = "fake"
+    kinds = frozenset({StepKind.JOB, StepKind.SERVER})
+    options_type = FakeOptions
+    handle_type = FakeHandle
+
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> FakePlan:
+        WORLD.envs[step.name] = dict(env or {})
+        url = f"http://fake/{step.name}" if step.chart.kind is StepKind.SERVER else None
+        return FakePlan(step.name, step.chart.name, step.command_line[0], step.recipe.resources.nnodes,
+                        [f"{step.name} runs nowhere"], url)
+
+    def submit(self, plan: FakePlan, ctx: ReleaseContext) -> FakeRunning:
+        if plan.command == "refuse":
+            raise BackendError("the fake cluster refused the job: quota exceeded")
+        handle = FakeHandle(run=f"{plan.step}-{next(WORLD.ids)}", command=plan.command)
+        WORLD.submitted.append(plan.step)
+        return FakeRunning(handle, plan, self.options.flaky_polls)
+
+    def cancel_handle(self, handle: FakeHandle) -> None:
+        WORLD.cancelled.append(handle.run)
+        WORLD.alive.discard(handle.run)
+
+    def handle_alive(self, handle: FakeHandle) -> bool:
+        return handle.run in WORLD.alive
+
+
+@pytest.fixture(autouse=True)
+def fake_backend(monkeypatch: pytest.MonkeyPatch, mlhome: Path) -> None:
+    global WORLD
+    WORLD = World()
+    monkeypatch.setitem(registry.BACKENDS, "fake", f"{__name__}:FakeBackend")
+    monkeypatch.setattr("mlrecipe.runner.release.TICK_SECONDS", 0.001)
+
+
+def pipeline(tmp_path: Path, **commands: str) -> dict[str, Any]:
+    """A pipeline whose steps (in order) run the given commands; ``serve`` steps are servers."""
+    lines = ["release: rel", "steps:"]
+    for name, command in commands.items():
+        chart = "serving/generic-server" if command == "serve" else "data-prep/data-process"
+        block = "server" if command == "serve" else "process"
+        lines += [f"  - name: {name}", f"    chart: {chart}", "    values:", "      pvc: []",
+                  f"      {block}: {{command: [{command}]}}"]
+    path = tmp_path / "pipeline.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return {"kind": "pipeline", "path": str(path), "sets": []}
+
+
+def run(inputs: dict[str, Any], *opts: str, force: bool = False) -> ExitCode:
+    return run_inputs(inputs, "fake", list(opts), False, force, "text")
+
+
+def states() -> dict[str, str]:
+    record = load_record("fake", "default", "rel")
+    assert record is not None
+    return {name: step.state.value for name, step in record.steps.items()} | {"*": record.state.value}
+
+
+def test_success_then_unchanged_steps_are_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = pipeline(tmp_path, prep="ok", train="ok")
+    assert run(inputs) == ExitCode.OK
+    assert WORLD.submitted == ["prep", "train"]
+    assert states() == {"prep": "succeeded", "train": "succeeded", "*": "succeeded"}
+    assert run(inputs) == ExitCode.OK
+    assert WORLD.submitted == ["prep", "train"], "unchanged successes are not submitted again"
+    assert "skipped (unchanged since its last success" in capsys.readouterr().out
+    assert run(inputs, force=True) == ExitCode.OK
+    assert WORLD.submitted == ["prep", "train"] * 2
+
+
+def test_a_live_server_is_reused_and_its_url_reaches_later_steps(tmp_path: Path) -> None:
+    inputs = pipeline(tmp_path, serve="serve", client="ok")
+    assert run(inputs) == ExitCode.OK
+    assert states() == {"serve": "serving", "client": "succeeded", "*": "serving"}
+    assert WORLD.envs["client"]["MLRECIPE_SERVE_URL"] == "http://fake/serve"
+    record = load_record("fake", "default", "rel")
+    assert record is not None and record.steps["serve"].url == "http://fake/serve"
+    assert record.steps["serve"].handle["run"] == "serve-1", "the typed handle is persisted as JSON"
+
+    WORLD.envs.clear()
+    (tmp_path / "pipeline.yaml").write_text((tmp_path / "pipeline.yaml").read_text().replace(
+        "command: [ok]", "command: [ok, again]"))
+    assert run(inputs) == ExitCode.OK
+    assert WORLD.submitted == ["serve", "client", "client"], "the server is reused, the changed client re-runs"
+    assert WORLD.envs["client"]["MLRECIPE_SERVE_URL"] == "http://fake/serve"
+    assert WORLD.cancelled == []
+
+
+def test_a_changed_or_dead_server_is_restarted(tmp_path: Path) -> None:
+    inputs = pipeline(tmp_path, serve="serve")
+    assert run(inputs) == ExitCode.OK
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(path.read_text().replace("server: {command: [serve]}", "server: {command: [serve], name: v2}"))
+    assert run(inputs) == ExitCode.OK
+    assert WORLD.cancelled == ["serve-1"], "the changed server's old instance is stopped first"
+    assert WORLD.alive == {"serve-2"}
+    WORLD.alive.clear()  # the server died
+    assert run(inputs) == ExitCode.OK
+    assert WORLD.submitted == ["serve"] * 3
+
+
+def test_failure_stops_the_release_with_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(pipeline(tmp_path, prep="ok", train="fail", evaluate="ok")) == ExitCode.FAILED
+    assert WORLD.submitted == ["prep", "train"]
+    assert states() == {"prep": "succeeded", "train": "failed", "*": "failed"}
+    out = capsys.readouterr().out
+    assert "node 0 exited with status 3" in out and "boom" in out
+
+
+def test_refused_submission_is_a_failed_step_without_traceback(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(pipeline(tmp_path, train="refuse")) == ExitCode.FAILED
+    captured = capsys.readouterr()
+    assert "submission failed: the fake cluster refused the job: quota exceeded" in captured.out
+    assert "Traceback" not in captured.out + captured.err
+
+
+def test_interrupt_cancels_the_running_step_with_exit_130(tmp_path: Path) -> None:
+    assert run(pipeline(tmp_path, prep="ok", train="interrupt", evaluate="ok")) == ExitCode.INTERRUPTED
+    assert WORLD.cancelled == ["train-2"]
+    assert states() == {"prep": "succeeded", "train": "interrupted", "*": "interrupted"}
+
+
+def test_bad_input_is_exit_2_and_starts_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = pipeline(tmp_path, prep="ok")
+    assert run(inputs, "flaky_pols=1") == ExitCode.USAGE
+    assert "unknown option 'flaky_pols'" in capsys.readouterr().err
+    bad = tmp_path / "mpi.yaml"
+    bad.write_text("release: rel\nsteps:\n  - name: m\n    chart: training/mpijob\n    values:\n"
+                   "      train: {command: [ok]}\n")
+    assert run({"kind": "pipeline", "path": str(bad), "sets": []}) == ExitCode.USAGE
+    assert "not supported on backend fake" in capsys.readouterr().err
+    assert WORLD.submitted == [] and load_record("fake", "default", "rel") is None
+
+
+def test_a_backend_that_cannot_answer_is_asked_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = pipeline(tmp_path, train="flaky")
+    assert run(inputs) == ExitCode.OK
+    assert run(inputs, "retry_seconds=0", "flaky_polls=1000", force=True) == ExitCode.FAILED
+    assert "backend failed: controller busy (still failing after" in capsys.readouterr().out
+
+
+def test_node_count_and_notes_come_from_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = pipeline(tmp_path, prep="ok")
+    inputs["sets"] = ["prep.resources.nnodes=3"]
+    assert run(inputs) == ExitCode.OK
+    out = capsys.readouterr().out
+    assert "note: prep runs nowhere" in out and "starting 3 node(s)" in out
