@@ -93,19 +93,20 @@ def test_uninstall_reaches_the_cluster_the_step_went_to(mlhome: Path, monkeypatc
     assert load_record("kubernetes", "ml", "r") is None
 
 
+def _install_big(tmp_path: Path, chart: str, recipe_text: str, opts: list[str], dry_run: bool) -> ExitCode:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(recipe_text)
+    inputs = {"kind": "install", "release": "big", "chart": chart, "files": [str(recipe)], "sets": [],
+              "namespace": "default"}
+    return execute.run_inputs(inputs, "local", opts, dry_run, False, "text")
+
+
 def test_a_local_step_far_beyond_this_machine_is_refused(mlhome: Path, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("pvc: []\nprocess:\n  command: [echo, hi]\nresources:\n  nnodes: 64\n")
-    code = execute.run_inputs({"kind": "install", "release": "big", "chart": "data-prep/data-process",
-                               "files": [str(recipe)], "sets": [], "namespace": "default"}, "local", [], True,
-                              False, "text")
-    assert code == ExitCode.USAGE
-    allowed = execute.run_inputs({"kind": "install", "release": "big", "chart": "data-prep/data-process",
-                                  "files": [str(recipe)], "sets": [], "namespace": "default"}, "local",
-                                 ["max_ranks=64"], True, False, "text")
-    assert allowed == ExitCode.OK
+    recipe = "pvc: []\nprocess:\n  command: [echo, hi]\nresources:\n  nnodes: 64\n"
+    assert _install_big(tmp_path, "data-prep/data-process", recipe, [], True) == ExitCode.USAGE
+    assert _install_big(tmp_path, "data-prep/data-process", recipe, ["max_ranks=64"], True) == ExitCode.OK
     assert load_record("local", "default", "big") is None
 
 
@@ -113,11 +114,8 @@ def test_rank_limit_message_has_the_numbers_and_the_way_out(mlhome: Path, tmp_pa
                                                              capsys: pytest.CaptureFixture[str],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("pvc: []\ntrain:\n  command: [torchrun]\nresources:\n  nnodes: 500\n  nproc_per_node: 2\n")
-    code = execute.run_inputs({"kind": "install", "release": "big", "chart": "training/pytorchjob-distributed",
-                               "files": [str(recipe)], "sets": [], "namespace": "default"}, "local", [], False,
-                              False, "text")
+    recipe = "pvc: []\ntrain:\n  command: [torchrun]\nresources:\n  nnodes: 500\n  nproc_per_node: 2\n"
+    code = _install_big(tmp_path, "training/pytorchjob-distributed", recipe, [], False)
     err = capsys.readouterr().err
     assert code == ExitCode.USAGE
     assert "500 node(s) x 2 process(es) = 1000 ranks" in err and "(16: 8 per CPU" in err

@@ -149,11 +149,23 @@ def validate(
     file: Annotated[Path, typer.Argument(help="A pipeline file or a recipe file")],
     chart: Annotated[str | None, typer.Option("--chart", "-c", help="Chart of a recipe file")] = None,
     out: OutputOpt = "text",
+    backend: Annotated[
+        str | None, typer.Option("--backend", "-b", help="Also plan every step for this backend (kubernetes: "
+                                 "render the charts, with every check their templates apply)")
+    ] = None,
+    backend_opt: BackendOptsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    kube_context: KubeContextOpt = None,
 ) -> None:
-    """Check a pipeline or recipe; print every problem with file, line and field; exit 2 if any."""
+    """Check a pipeline or recipe; print every problem with file, line and field; exit 2 if any.
+
+    With --backend (or a pipeline's backend:), each step is also planned for that backend, exactly as
+    'run --dry-run' would, so that "valid" means "renders": e.g. a Kubernetes chart's 'image is required'.
+    """
     from mlrecipe.cli import inspect
 
-    raise typer.Exit(inspect.validate(file, chart, out))
+    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    raise typer.Exit(inspect.validate(file, chart, out, backend, opts))
 
 
 @app.command()

@@ -14,8 +14,9 @@ from mlrecipe.cli.output import emit_json, fail, print_error, print_spec_error
 from mlrecipe.errors import BackendError, ExitCode, MlrecipeError, SpecError
 
 
-def validate(file: Path, chart: str | None, out: str) -> ExitCode:
-    """Validate a pipeline (and the recipes it names) or a recipe for ``chart``."""
+def validate(file: Path, chart: str | None, out: str, backend: str | None = None,
+             opts: list[str] | None = None) -> ExitCode:
+    """Validate a pipeline (and the recipes it names) or a recipe for ``chart``; with a backend, plan it too."""
     from mlrecipe.spec.load import is_pipeline_file, load_pipeline, load_step_release
 
     try:
@@ -25,6 +26,7 @@ def validate(file: Path, chart: str | None, out: str) -> ExitCode:
             raise SpecError.single(str(file), "this is a recipe: name its chart with --chart CHART")
         else:
             spec = load_step_release("validate", chart, [str(file)])
+        planned = _plan_all(spec, backend or spec.backend, opts or [])
     except SpecError as exc:
         if out == "json":
             emit_json({"valid": False, "errors": [vars(i) for i in exc.issues]})
@@ -32,10 +34,34 @@ def validate(file: Path, chart: str | None, out: str) -> ExitCode:
             print_spec_error(exc)
         return ExitCode.USAGE
     if out == "json":
-        emit_json({"valid": True, "steps": [{"name": s.name, "chart": s.chart.name} for s in spec.steps]})
+        emit_json({"valid": True, "backend": planned,
+                   "steps": [{"name": s.name, "chart": s.chart.name} for s in spec.steps]})
     else:
-        print(f"{file}: valid ({len(spec.steps)} step(s): {', '.join(s.name for s in spec.steps)})")
+        where = f", planned for backend {planned}" if planned else ""
+        print(f"{file}: valid ({len(spec.steps)} step(s): {', '.join(s.name for s in spec.steps)}{where})")
     return ExitCode.OK
+
+
+def _plan_all(spec: Any, backend: str | None, opts: list[str]) -> str | None:
+    """Plan every step on ``backend`` as a dry run would (nothing written); problems raise ``SpecError``."""
+    if backend is None:
+        return None
+    from mlrecipe.cli.execute import _backend
+    from mlrecipe.errors import SpecIssue, UserError
+    from mlrecipe.runner.progress import QuietDisplay
+    from mlrecipe.runner.release import ReleaseRunner
+
+    try:
+        runner = ReleaseRunner(spec, _backend(backend, None, opts), {}, QuietDisplay())
+    except SpecError:
+        raise
+    except UserError as exc:
+        raise SpecError.single("--backend", str(exc)) from None
+    problems = runner.problems()
+    if problems:
+        raise SpecError([SpecIssue(spec.source.split(",")[0] or "<input>", None, "", p) for p in problems])
+    runner.materialize()
+    return backend
 
 
 def schema(kind: str) -> ExitCode:

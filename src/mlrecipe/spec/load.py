@@ -109,8 +109,10 @@ def _chart_rules(recipe: Recipe, values: dict[str, Any], chart: ChartInfo, sourc
     block = recipe.command_block(chart.block)
     if recipe.launcher is not None and block.command:
         add((chart.block, "command"), "give either 'launcher' or a command, not both")
-    if chart.needs_command and recipe.launcher is None and not any(p.strip() for p in block.command):
-        add((chart.block, "command"), "empty command: set a command (or a 'launcher' block)")
+    scripted = any(line.strip() for line in [*recipe.pre_script, *recipe.inline_script])
+    if chart.needs_command and recipe.launcher is None and not scripted and not any(p.strip() for p in block.command):
+        add((chart.block, "command"), "empty command: set a command (or a 'launcher' block, or do the work in "
+            "pre_script)")
     return issues
 
 

@@ -153,10 +153,10 @@ Usage: include "mlrecipe.envVar" (dict "ctx" $ "e" <entry> "literal" false) | fr
 {{- define "mlrecipe.image" -}}
 {{- $img := .Values.image -}}
 {{- if kindIs "map" $img }}
-image: {{ required "image.name is required" $img.name | quote }}
+image: {{ required "image.name is required: set image.name to the container image every node runs (e.g. nvcr.io/nvidia/pytorch:24.10-py3)" $img.name | quote }}
 imagePullPolicy: {{ $img.pull_policy | default .Values.image_pull_policy | default "IfNotPresent" | quote }}
 {{- else }}
-image: {{ required "image is required" $img | quote }}
+image: {{ required "image is required: set image to the container image every node runs (e.g. nvcr.io/nvidia/pytorch:24.10-py3)" $img | quote }}
 imagePullPolicy: {{ .Values.image_pull_policy | default "IfNotPresent" | quote }}
 {{- end }}
 {{- end -}}
