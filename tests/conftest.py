@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -15,12 +14,15 @@ BIN = Path(sys.executable).parent
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    with contextlib.suppress(ValueError):
-        parser.addoption("--update-golden", action="store_true", default=False, help="rewrite golden files")
+    parser.addoption(
+        "--update-golden", action="store_true", default=False,
+        help="write the golden files of the tests that run (the only way golden files are written); review the diff",
+    )
 
 
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
+    """True with ``--update-golden``: golden tests write their files (see tests/golden.py)."""
     return bool(request.config.getoption("--update-golden"))
 
 

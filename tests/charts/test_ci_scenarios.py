@@ -1,5 +1,5 @@
 """Every chart x every ci/ scenario renders through Helm, passes Kubernetes 1.33 strict schemas and
-its CRD schemas, and matches its golden file (refresh with --update-golden)."""
+its CRD schemas, and matches its golden file (written only with --update-golden)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from mlrecipe.helm.render import charts_root, load_values_file, render_chart, render_text
 from mlrecipe.helm.validate import validate_manifests
 from tests.charts.chart_cases import NAMESPACE, RELEASE, golden_path, scenarios
+from tests.golden import check_golden
 
 SCENARIOS = scenarios()
 _RUNTIME = re.compile(r'(?m)^(  step_runtime\.py: )".*"$')
@@ -46,9 +47,4 @@ def test_golden(scenario: tuple[str, Path], update_golden: bool) -> None:
     text = render_text(charts_root() / name, load_values_file(values_file), RELEASE, NAMESPACE)
     # The runtime source is checked by test_vendoring; keep the goldens free of its churn.
     text = _RUNTIME.sub(r'\1"<src/mlrecipe/runtime/step_runtime.py>"', text)
-    path = golden_path(name, values_file)
-    if update_golden or not path.exists():
-        path.write_text(text, encoding="utf-8")
-        if not update_golden:
-            pytest.fail(f"golden file {path.name} was missing and has been written; review and rerun")
-    assert text == path.read_text(encoding="utf-8"), f"{path.name} differs; rerun with --update-golden"
+    check_golden(golden_path(name, values_file), text, update_golden)

@@ -1,7 +1,8 @@
 """The EKS example pipelines (one per chart family): their rendered manifests are golden files and
 every object passes the Kubernetes 1.33 schemas (strict) or its CRD schema.
 
-Refresh with ``pytest tests/kubernetes/test_eks_examples.py --update-golden`` and review the diff.
+Refresh with ``pytest tests/kubernetes/test_eks_examples.py --update-golden`` and review the diff (only that
+flag writes golden files; a missing one fails).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from mlrecipe.helm.validate import validate_manifests
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from tests.conftest import EXAMPLES, REPO
+from tests.golden import check_golden, normalize
 
 GOLDEN = REPO / "tests" / "golden" / "kubernetes" / "eks"
 PIPELINES = sorted((EXAMPLES / "eks").glob("*/pipeline.yaml"))
@@ -32,13 +34,9 @@ def _runner(path: Path) -> ReleaseRunner:
 
 @pytest.mark.parametrize("path", PIPELINES, ids=[p.parent.name for p in PIPELINES])
 def test_eks_example_golden_and_valid(path: Path, mlhome: Path, update_golden: bool) -> None:
-    text = _runner(path).materialize().replace(str(REPO), "$REPO")
+    text = normalize(_runner(path).materialize(), [(str(REPO), "$REPO")])
     text = RUNTIME_BLOB.sub(r"\1<the step runtime, checked by tests/charts/test_vendoring.py>", text)
-    golden = GOLDEN / f"{path.parent.name}.yaml"
-    if update_golden or not golden.exists():
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(text)
-    assert text == golden.read_text(), f"manifests changed; refresh with --update-golden and review {golden}"
+    check_golden(GOLDEN / f"{path.parent.name}.yaml", text, update_golden)
     objects = [o for o in yaml.safe_load_all(_runner(path).materialize()) if o]
     assert objects
     assert validate_manifests(objects) == []

@@ -1,6 +1,7 @@
 """Kubernetes plans: golden manifest streams, manifest validation, the CLI, and schema errors.
 
-Refresh the golden files with ``pytest tests/kubernetes --update-golden`` and review the diff.
+Refresh the golden files with ``pytest tests/kubernetes --update-golden`` and review the diff (only that
+flag writes them; a missing golden file fails).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.load import StepSpec
 from tests.conftest import EXAMPLES, REPO
+from tests.golden import check_golden, normalize
 
 GOLDEN = REPO / "tests" / "golden" / "kubernetes"
 DDP = EXAMPLES / "reference-style" / "pretrain-ddp.yaml"
@@ -42,12 +44,8 @@ def _runner(name: str) -> ReleaseRunner:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_kubernetes_plan_golden(name: str, mlhome: Path, update_golden: bool) -> None:
-    text = _runner(name).materialize().replace(str(REPO), "$REPO")
-    path = GOLDEN / f"{name}.yaml"
-    if update_golden or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"manifests changed; refresh with --update-golden and review {path}"
+    text = normalize(_runner(name).materialize(), [(str(REPO), "$REPO")])
+    check_golden(GOLDEN / f"{name}.yaml", text, update_golden)
     assert text.startswith("# step ") and "on backend kubernetes\n---\n# Source: " in text
     assert not (mlhome / "releases").exists(), "materializing a plan writes nothing"
 

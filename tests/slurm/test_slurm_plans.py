@@ -1,12 +1,12 @@
 """Slurm plans without a cluster: golden batch scripts, resources translation, config, job parsing.
 
-Refresh the golden files with ``pytest tests/slurm --update-golden`` and review the diff.
+Refresh the golden files with ``pytest tests/slurm --update-golden`` and review the diff (only that flag
+writes them; a missing golden file fails).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import textwrap
 from pathlib import Path
 
@@ -23,6 +23,8 @@ from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.recipe import Resources
 from tests.conftest import EXAMPLES, REPO
+from tests.golden import check_golden, interpreter_replacements
+from tests.golden import normalize as replace_all
 
 GOLDEN = REPO / "tests" / "golden" / "slurm"
 ASSETS = REPO / "tests" / "integration" / "assets"
@@ -61,10 +63,8 @@ CASES = {
 
 
 def normalize(text: str, home: Path, tmp: Path) -> str:
-    for old, new in [(str(home), "$MLRECIPE_HOME"), (str(Path(sys.executable).parent), "$PYTHON_BIN"),
-                     (str(REPO), "$REPO"), (str(tmp), "$TMP")]:
-        text = text.replace(old, new)
-    return text
+    return replace_all(text, [(str(home), "$MLRECIPE_HOME"), *interpreter_replacements(),
+                              (str(REPO), "$REPO"), (str(tmp), "$TMP")])
 
 
 def _materialize(inputs: dict, options: dict) -> str:
@@ -80,11 +80,7 @@ def test_slurm_batch_script_golden(name: str, mlhome: Path, tmp_path: Path, upda
     inputs, options = CASES[name]
     inputs = {**inputs, "files": [_mpi_recipe(tmp_path) if f == "<mpi>" else f for f in inputs.get("files", [])]}
     text = normalize(_materialize(inputs, options), mlhome, tmp_path)
-    path = GOLDEN / f"{name}.txt"
-    if update_golden or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"batch script changed; refresh with --update-golden and review {path}"
+    check_golden(GOLDEN / f"{name}.txt", text, update_golden)
     assert not (mlhome / "releases").exists(), "materializing a plan writes nothing"
 
 

@@ -1,6 +1,7 @@
 """Golden files of materialized local plans (``mlrecipe template`` / ``run --dry-run``).
 
-Refresh with ``pytest tests/unit/test_golden_local_plans.py --update-golden`` and review the diff.
+Refresh with ``pytest tests/unit/test_golden_local_plans.py --update-golden`` and review the diff (only that
+flag writes golden files; a missing one fails).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from mlrecipe.backends.registry import get_backend
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from tests.conftest import EXAMPLES, REPO
+from tests.golden import check_golden, interpreter_replacements
+from tests.golden import normalize as replace_all
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "local"
 
@@ -33,16 +36,12 @@ CASES = {
 
 
 def normalize(text: str, home: Path) -> str:
-    replacements = [
+    return replace_all(text, [
         (os.environ.get("PATH", ""), "$PATH"),
         (str(home), "$MLRECIPE_HOME"),
-        (str(Path(sys.executable).parent), "$PYTHON_BIN"),
+        *interpreter_replacements(),
         (str(REPO), "$REPO"),
-    ]
-    for old, new in replacements:
-        if old:
-            text = text.replace(old, new)
-    return text
+    ])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -54,9 +53,32 @@ def test_local_plan_golden(name: str, mlhome: Path, update_golden: bool, monkeyp
     spec = spec_from_inputs(CASES[name])
     runner = ReleaseRunner(spec, get_backend("local", {"master_port": 29500}), CASES[name], QuietDisplay())
     text = normalize(runner.materialize(), mlhome)
-    path = GOLDEN / f"{name}.txt"
-    if update_golden or not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"plan changed; refresh with --update-golden and review {path}"
+    check_golden(GOLDEN / f"{name}.txt", text, update_golden)
     assert not (mlhome / "releases").exists(), "materializing a plan writes nothing"
+
+
+def test_missing_golden_fails_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "golden" / "missing.txt"
+    with pytest.raises(pytest.fail.Exception, match=r"missing\.txt is missing: create it with .*--update-golden"):
+        check_golden(path, "text\n", update=False)
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_golden_is_written_only_with_update_and_then_compared(tmp_path: Path) -> None:
+    path = tmp_path / "golden" / "plan.txt"
+    check_golden(path, "one\ntwo\n", update=True)
+    assert path.read_text() == "one\ntwo\n"
+    check_golden(path, "one\ntwo\n", update=False)
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)plan\.txt differs.*--update-golden.*-two\n\+three"):
+        check_golden(path, "one\nthree\n", update=False)
+    assert path.read_text() == "one\ntwo\n", "a failed comparison writes nothing"
+
+
+def test_interpreter_is_normalized_whatever_its_name() -> None:
+    exe = sys.executable
+    bin_dir = str(Path(exe).parent)
+    text = f"{exe} run.py; PATH={bin_dir}:$PATH; {exe}3.99 x; {exe}-config; see {exe}."
+    assert replace_all(text, interpreter_replacements()) == (
+        f"$PYTHON run.py; PATH=$PYTHON_BIN:$PATH; $PYTHON_BIN/{Path(exe).name}3.99 x; "
+        f"$PYTHON_BIN/{Path(exe).name}-config; see $PYTHON."
+    )

@@ -14,11 +14,26 @@ NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 class PipelineStep(Model):
     """One step: a chart, its recipe (path(s) or inline values) and value overrides."""
 
-    name: str = Field(min_length=1, max_length=40, pattern=NAME_PATTERN)
-    chart: str = Field(min_length=1)
-    recipe: str | list[str] | dict[str, Any] | None = None
-    values: dict[str, Any] = Field(default_factory=dict)
-    depends_on: list[str] = Field(default_factory=list)
+    name: str = Field(
+        min_length=1, max_length=40, pattern=NAME_PATTERN,
+        description="Step name, unique in the pipeline (DNS label); MLRECIPE_STEP and label mlrecipe.io/step.",
+    )
+    chart: str = Field(
+        min_length=1, description="Chart of the step, by catalog name (e.g. training/pytorchjob-distributed)."
+    )
+    recipe: str | list[str] | dict[str, Any] | None = Field(
+        None,
+        description="The step's values: a recipe file (relative to this file), a list of files merged in order, "
+        "or the values inline.",
+    )
+    values: dict[str, Any] = Field(
+        default_factory=dict, description="Values merged over the recipe (as helm --set / a later -f file would)."
+    )
+    depends_on: list[str] = Field(
+        default_factory=list,
+        description="Steps that must succeed before this one (a name or a list); when no step sets it, "
+        "the steps run in file order.",
+    )
 
     @field_validator("depends_on", mode="before")
     @classmethod
@@ -29,8 +44,16 @@ class PipelineStep(Model):
 class Pipeline(Model):
     """A pipeline file: ``release``, ``namespace``, ``backend`` and ``steps``."""
 
-    release: str = Field(min_length=1, max_length=40, pattern=NAME_PATTERN)
-    namespace: str = Field("default", min_length=1, max_length=63, pattern=NAME_PATTERN)
-    backend: str | None = None
-    description: str | None = None
-    steps: list[PipelineStep] = Field(min_length=1)
+    release: str = Field(
+        min_length=1, max_length=40, pattern=NAME_PATTERN,
+        description="Release name (DNS label): one name, namespace and state record for all the steps.",
+    )
+    namespace: str = Field(
+        "default", min_length=1, max_length=63, pattern=NAME_PATTERN,
+        description="Kubernetes namespace of the release (also part of its state path on every backend).",
+    )
+    backend: str | None = Field(
+        None, description="Backend that runs the pipeline: local, slurm or kubernetes; --backend wins; default: local."
+    )
+    description: str | None = Field(None, description="Free text describing the pipeline.")
+    steps: list[PipelineStep] = Field(min_length=1, description="The steps, run in order or as depends_on allows.")

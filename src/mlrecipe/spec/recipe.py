@@ -37,8 +37,10 @@ def _as_list(value: Any) -> Any:
 class EnvVar(Model):
     """One environment variable; ``value`` may hold Helm expressions (``{{ .Release.Name }}``)."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-    value: str = ""
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$", description="Variable name.")
+    value: str = Field(
+        "", description="Value; may hold Helm expressions such as {{ .Release.Name }}, evaluated on every backend."
+    )
 
     @field_validator("value", mode="before")
     @classmethod
@@ -53,16 +55,43 @@ class EnvVar(Model):
 class Resources(Model):
     """Requests/limits are free maps (``nvidia.com/gpu``, ``vpc.amazonaws.com/efa``, cpu, memory)."""
 
-    requests: dict[str, Quantity] = Field(default_factory=dict)
-    limits: dict[str, Quantity] = Field(default_factory=dict)
-    nnodes: int = Field(1, ge=1, validation_alias=AliasChoices("nnodes", "num_nodes"))
-    nproc_per_node: int = Field(1, ge=1, validation_alias=AliasChoices("nproc_per_node", "procs_per_node"))
-    node_type: str | None = Field(None, validation_alias=AliasChoices("node_type", "node_instance_type"))
-    min_replicas: int | None = Field(None, ge=0)
-    max_replicas: int | None = Field(None, ge=1)
-    num_of_hosts: int | None = Field(None, ge=1)
-    resources: dict[str, Any] | None = None
-    gpu: str | None = None
+    requests: dict[str, Quantity] = Field(
+        default_factory=dict,
+        description="Resource requests per node: cpu, memory, nvidia.com/gpu, vpc.amazonaws.com/efa, "
+        "aws.amazon.com/neuron, ... (container requests on Kubernetes; sbatch resources on Slurm).",
+    )
+    limits: dict[str, Quantity] = Field(
+        default_factory=dict, description="Resource limits per node, same keys as requests (GPUs usually go here)."
+    )
+    nnodes: int = Field(
+        1, ge=1, validation_alias=AliasChoices("nnodes", "num_nodes"),
+        description="Number of nodes (pods / Slurm nodes / local process groups); PET_NNODES. Alias: num_nodes.",
+    )
+    nproc_per_node: int = Field(
+        1, ge=1, validation_alias=AliasChoices("nproc_per_node", "procs_per_node"),
+        description="Processes per node (torchrun --nproc_per_node, MPI slots per worker); PET_NPROC_PER_NODE. "
+        "Alias: procs_per_node.",
+    )
+    node_type: str | None = Field(
+        None, validation_alias=AliasChoices("node_type", "node_instance_type"),
+        description="EC2 instance type: node selector node.kubernetes.io/instance-type on Kubernetes "
+        "(not mapped on Slurm or locally). Alias: node_instance_type.",
+    )
+    min_replicas: int | None = Field(
+        None, ge=0, description="Serving: fewest replicas (wins over server.autoscaling.minReplicas)."
+    )
+    max_replicas: int | None = Field(
+        None, ge=1, description="Serving: most replicas (wins over server.autoscaling.maxReplicas)."
+    )
+    num_of_hosts: int | None = Field(
+        None, ge=1, description="Ray Serve: hosts per worker replica (numOfHosts, multi-host serving)."
+    )
+    resources: dict[str, Any] | None = Field(
+        None, description="Serving: {requests, limits} of the server container, as the reference examples nest it."
+    )
+    gpu: str | None = Field(
+        None, description="Accepted for reference recipes and not used: request GPUs in requests/limits."
+    )
 
     @model_validator(mode="after")
     def _replicas_order(self) -> Resources:
@@ -73,37 +102,65 @@ class Resources(Model):
 
 
 class Toleration(Model):
-    key: str | None = None
-    operator: Literal["Exists", "Equal"] | None = None
-    value: str | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    tolerationSeconds: int | None = None
-    toleration_seconds: int | None = None
+    """A Kubernetes pod toleration of node taints (ignored by the local and Slurm backends)."""
+
+    key: str | None = Field(None, description="Taint key to tolerate; empty with operator Exists: every taint.")
+    operator: Literal["Exists", "Equal"] | None = Field(
+        None, description="Exists (any value) or Equal (the value below); Kubernetes default: Equal."
+    )
+    value: str | None = Field(None, description="Taint value matched by operator Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="Taint effect to tolerate; empty: every effect."
+    )
+    tolerationSeconds: int | None = Field(
+        None, description="NoExecute: seconds the pod stays bound after the taint appears (Kubernetes spelling)."
+    )
+    toleration_seconds: int | None = Field(None, description="Same as tolerationSeconds (reference spelling).")
 
 
 class Pvc(Model):
-    name: str = Field(min_length=1)
-    mount_path: str = Field(pattern=r"^/")
+    """A PersistentVolumeClaim mounted in every node."""
+
+    name: str = Field(
+        min_length=1,
+        description="Claim name (pv-fsx, pv-efs); locally and on Slurm the directory of the volume of that name.",
+    )
+    mount_path: str = Field(pattern=r"^/", description="Absolute mount path in every node (/fsx, /efs).")
 
 
 class Ebs(Model):
-    storage: str = "100Gi"
-    mount_path: str = Field("/tmp", pattern=r"^/")
-    storage_class: str | None = None
+    """A scratch EBS volume per node (a generic ephemeral volume on Kubernetes, a scratch directory locally)."""
+
+    storage: str = Field("100Gi", description="Size of the volume (Kubernetes quantity, e.g. 200Gi).")
+    mount_path: str = Field(
+        "/tmp", pattern=r"^/", description="Absolute mount path; /tmp sets TMPDIR to the scratch directory locally."
+    )
+    storage_class: str | None = Field(None, description="StorageClass of the volume; empty: ebs-sc-wait.")
 
 
 class Git(Model):
-    repo_url: str | None = None
-    branch: str | None = None
-    commit: str | None = None
+    """A Git repository cloned into $HOME/tmp/$HOSTNAME (GIT_CLONE_DIR) before the scripts run."""
+
+    repo_url: str | None = Field(None, description="URL of the repository; empty: nothing is cloned.")
+    branch: str | None = Field(None, description="Branch to check out; empty: the default branch.")
+    commit: str | None = Field(
+        None, description="Commit checked out after the branch (git reset --hard); empty: the branch head."
+    )
 
 
 class CommandBlock(Model):
     """The ``train`` / ``process`` block: env, command and args (shell fragments)."""
 
-    env: list[EnvVar] = Field(default_factory=list)
-    command: list[str] = Field(default_factory=list)
-    args: list[str] = Field(default_factory=list)
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        description="Environment [{name, value}] of every node; values may hold Helm expressions.",
+    )
+    command: list[str] = Field(
+        default_factory=list, description="Command words, joined with the args by spaces and run by bash."
+    )
+    args: list[str] = Field(
+        default_factory=list, description="Argument words; shell fragments such as '2>&1 | tee $LOG' are allowed."
+    )
 
     _lists = field_validator("env", "command", "args", mode="before")(_as_list)
 
@@ -116,34 +173,60 @@ class CommandBlock(Model):
 
 
 class Probe(Model):
-    enabled: bool = True
-    period_secs: int = Field(10, ge=1)
-    failure_threshold: int = Field(3, ge=1)
-    initial_delay_secs: int | None = Field(None, ge=0)
-    timeout_secs: int | None = Field(None, ge=1)
-    path: str = "/"
-    port: int | None = None
+    """An HTTP probe of the server (Kubernetes probe; the local backend's readiness watcher)."""
+
+    enabled: bool = Field(True, description="false: no such probe.")
+    period_secs: int = Field(10, ge=1, description="Seconds between probes (periodSeconds).")
+    failure_threshold: int = Field(3, ge=1, description="Failed probes before giving up (failureThreshold).")
+    initial_delay_secs: int | None = Field(
+        None, ge=0, description="Seconds before the first probe (initialDelaySeconds)."
+    )
+    timeout_secs: int | None = Field(None, ge=1, description="Seconds before a probe times out (timeoutSeconds).")
+    path: str = Field("/", description="HTTP path probed (httpGet.path).")
+    port: int | None = Field(None, description="Port probed; empty: the port named http, else the first port.")
 
 
 class ServerBlock(CommandBlock):
     """The ``server`` block of serving charts."""
 
-    name: str | None = None
-    ports: list[Any] | dict[str, Any] = Field(default_factory=list)
-    readiness_probe: Probe | None = None
-    startup_probe: Probe | None = None
-    liveness_probe: Probe | None = None
-    resources: dict[str, Any] | None = None
-    autoscaling: dict[str, Any] | None = None
+    name: str | None = Field(None, description="Name of the server container; empty: the chart's default.")
+    ports: list[Any] | dict[str, Any] = Field(
+        default_factory=list,
+        description="Ports: a list [{name, value}] or a map {http: 8000, grpc: 8001, metrics: 8002}.",
+    )
+    readiness_probe: Probe | None = Field(None, description="When the server is ready to take requests.")
+    startup_probe: Probe | None = Field(None, description="How long the server may take to start.")
+    liveness_probe: Probe | None = Field(None, description="When a running server is restarted.")
+    resources: dict[str, Any] | None = Field(
+        None, description="{requests, limits} of the server container, used when resources has none."
+    )
+    autoscaling: dict[str, Any] | None = Field(
+        None,
+        description="Replicas and HorizontalPodAutoscaler {minReplicas, maxReplicas, ...}; "
+        "created when maxReplicas > minReplicas.",
+    )
 
 
 class ElasticPolicy(Model):
-    rdzv_backend: Literal["c10d", "etcd", "etcd-v2"] = "c10d"
-    rdzv_port: int = Field(44000, ge=1, le=65535)
-    min_replicas: int | None = Field(None, ge=1)
-    max_replicas: int | None = Field(None, ge=1)
-    max_restarts: int = Field(0, ge=0)
-    nproc_per_node: int | None = Field(None, ge=1)
+    """torchrun elastic rendezvous (PyTorchJob elasticPolicy); every backend sets PET_RDZV_*."""
+
+    rdzv_backend: Literal["c10d", "etcd", "etcd-v2"] = Field(
+        "c10d", description="Rendezvous backend (PET_RDZV_BACKEND)."
+    )
+    rdzv_port: int = Field(44000, ge=1, le=65535, description="Rendezvous port on the first node.")
+    min_replicas: int | None = Field(
+        None, ge=1, description="Fewest nodes the job runs with (elasticPolicy.minReplicas); empty: resources.nnodes."
+    )
+    max_replicas: int | None = Field(
+        None, ge=1, description="Most nodes the job runs with (elasticPolicy.maxReplicas); empty: resources.nnodes."
+    )
+    max_restarts: int = Field(
+        0, ge=0, description="torchrun --max-restarts (elasticPolicy.maxRestarts; a requeue on Slurm)."
+    )
+    nproc_per_node: int | None = Field(
+        None, ge=1, description="Processes per node (PET_NPROC_PER_NODE) on the local and Slurm backends; "
+        "empty: resources.nproc_per_node."
+    )
 
     @model_validator(mode="after")
     def _order(self) -> ElasticPolicy:
@@ -153,13 +236,29 @@ class ElasticPolicy(Model):
 
 
 class MpiRun(Model):
-    env: list[EnvVar] = Field(default_factory=list)
-    args: list[str] = Field(default_factory=list)
-    slots_per_worker: int | None = Field(None, ge=1)
-    launcher_node_type: str | None = None
-    resources: dict[str, Any] | None = None
-    worker_command: list[str] = Field(default_factory=list)
-    worker_args: list[str] = Field(default_factory=list)
+    """The MPIJob launcher: mpirun's env and arguments, the launcher pod and the worker containers."""
+
+    env: list[EnvVar] = Field(
+        default_factory=list, description="Launcher env [{name, value}]; export to ranks with '-x NAME' in args."
+    )
+    args: list[str] = Field(
+        default_factory=list, description="mpirun arguments; '-np <nodes * slots>' is added unless given."
+    )
+    slots_per_worker: int | None = Field(
+        None, ge=1,
+        description="Accepted for reference recipes and not used: slotsPerWorker is resources.nproc_per_node.",
+    )
+    launcher_node_type: str | None = Field(
+        None, description="EC2 instance type of the launcher pod; empty: no node selector."
+    )
+    resources: dict[str, Any] | None = Field(
+        None, description="Launcher pod {requests, limits}; default 250m CPU / 256Mi."
+    )
+    worker_command: list[str] = Field(
+        default_factory=list,
+        description="Worker container command (e.g. [/usr/sbin/sshd, -De]); empty: the image's entrypoint.",
+    )
+    worker_args: list[str] = Field(default_factory=list, description="Worker container args.")
 
     @field_validator("args", mode="before")
     @classmethod
@@ -169,18 +268,24 @@ class MpiRun(Model):
 
 
 class ImageRef(Model):
-    name: str | None = None
-    pull_policy: str | None = None
+    """An image given as a map, as the serving charts of the reference take it."""
+
+    name: str | None = Field(None, description="Container image (repo:tag).")
+    pull_policy: str | None = Field(None, description="Image pull policy: IfNotPresent, Always or Never.")
 
 
 class Launcher(Model):
     """mlrecipe's structured launcher: expands to the command a user would write by hand."""
 
-    type: Literal["torchrun", "accelerate", "mpirun", "python"]
-    script: str = Field(min_length=1)
-    args: list[str] = Field(default_factory=list)
-    options: list[str] = Field(default_factory=list)
-    module: bool = False
+    type: Literal["torchrun", "accelerate", "mpirun", "python"] = Field(
+        description="Launcher; its node and rank flags come from the PET_* env contract."
+    )
+    script: str = Field(min_length=1, description="Script path (or module name with module: true).")
+    args: list[str] = Field(default_factory=list, description="Arguments of the script.")
+    options: list[str] = Field(
+        default_factory=list, description="Extra launcher options, placed before the script."
+    )
+    module: bool = Field(False, description="Run script as a Python module (-m).")
 
     _lists = field_validator("args", "options", mode="before")(_as_list)
 
@@ -191,46 +296,101 @@ COMMAND_BLOCKS = ("train", "process", "server")
 class Recipe(Model):
     """The values of one step. Which command block and extra blocks apply comes from the chart."""
 
-    image: str | ImageRef | None = None
-    image_pull_policy: str | None = None
-    backoff_limit: int | None = Field(None, ge=0)
-    framework: str | None = None
-    resources: Resources = Field(default_factory=Resources)
-    tolerations: list[Toleration] = Field(default_factory=list)
-    pvc: list[Pvc] = Field(
-        default_factory=lambda: [Pvc(name="pv-fsx", mount_path="/fsx"), Pvc(name="pv-efs", mount_path="/efs")]
+    image: str | ImageRef | None = Field(
+        None,
+        description="Container image 'repo:tag', or {name, pull_policy}; the local and Slurm backends run it "
+        "in the Python environment the image maps to.",
     )
-    ebs: Ebs | None = None
-    git: Git = Field(default_factory=Git)
-    inline_script: list[str] = Field(default_factory=list)
-    pre_script: list[str] = Field(default_factory=list)
-    post_script: list[str] = Field(default_factory=list)
-    train: CommandBlock | None = None
-    process: CommandBlock | None = None
-    server: ServerBlock | None = None
-    launcher: Launcher | None = None
-    elastic_policy: ElasticPolicy | None = None
-    mpirun: MpiRun | None = None
-    ray: dict[str, Any] | None = None
-    engine: dict[str, Any] | None = None
-    snapshot: dict[str, Any] | None = None
-    step_name: str | None = None
-    kueue: dict[str, Any] | None = None
-    hyperpod: dict[str, Any] | None = None
-    lws: dict[str, Any] | None = None
-    shm_size: str | None = None
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    scheduler_name: str | None = None
-    ttl_seconds_after_finished: int | None = Field(None, ge=0)
-    master_port: int | None = Field(None, ge=1, le=65535)
-    env: list[EnvVar] = Field(default_factory=list)
-    hf_model_id: str | None = None
-    hf_revision: str | None = None
-    hf_tensors: Any = None
-    hf_secret_name: str | None = None
-    hf_secret_key: str | None = None
-    helm_global: dict[str, Any] | None = Field(None, alias="global")
-    library_values: dict[str, Any] | None = Field(None, alias="mlrecipe-lib")
+    image_pull_policy: str | None = Field(None, description="Image pull policy: IfNotPresent, Always or Never.")
+    backoff_limit: int | None = Field(
+        None, ge=0, description="Retries of the job (Job backoffLimit / runPolicy.backoffLimit; a requeue on Slurm)."
+    )
+    framework: str | None = Field(
+        None, description="Scripts shipped by the chart under scripts/<framework>/, mounted at /etc/framework-scripts."
+    )
+    resources: Resources = Field(
+        default_factory=Resources, description="Nodes, processes per node, instance type, requests and limits."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, description="Pod tolerations [{key, operator, value, effect, toleration_seconds}]."
+    )
+    pvc: list[Pvc] = Field(
+        default_factory=lambda: [Pvc(name="pv-fsx", mount_path="/fsx"), Pvc(name="pv-efs", mount_path="/efs")],
+        description="PersistentVolumeClaims [{name, mount_path}] mounted in every node; default pv-fsx at /fsx "
+        "and pv-efs at /efs (local and Slurm: directories of the same names bind-mounted there).",
+    )
+    ebs: Ebs | None = Field(None, description="Scratch EBS volume per node: {storage, mount_path, storage_class}.")
+    git: Git = Field(
+        default_factory=Git, description="Repository cloned into $HOME/tmp/$HOSTNAME (GIT_CLONE_DIR) in every node."
+    )
+    inline_script: list[str] = Field(
+        default_factory=list, description="Shell blocks run first in every node (e.g. heredocs writing config files)."
+    )
+    pre_script: list[str] = Field(default_factory=list, description="Shell lines run before the command.")
+    post_script: list[str] = Field(default_factory=list, description="Shell lines run after the command.")
+    train: CommandBlock | None = Field(None, description="Command block of the training charts: env, command, args.")
+    process: CommandBlock | None = Field(
+        None, description="Command block of the data-prep and model-prep charts: env, command, args."
+    )
+    server: ServerBlock | None = Field(
+        None, description="Command block of the serving charts, with ports, probes and autoscaling."
+    )
+    launcher: Launcher | None = Field(
+        None, description="mlrecipe's launcher (torchrun, accelerate, mpirun, python), expanded into the command."
+    )
+    elastic_policy: ElasticPolicy | None = Field(
+        None, description="Elastic torchrun rendezvous (PyTorchJob elasticPolicy) of training/pytorchjob-elastic."
+    )
+    mpirun: MpiRun | None = Field(None, description="The MPIJob launcher: mpirun env and args, launcher pod, workers.")
+    ray: dict[str, Any] | None = Field(
+        None, description="KubeRay settings: version, head (ports, resources), runtime env or serve config, env."
+    )
+    engine: dict[str, Any] | None = Field(
+        None, description="Ray Serve engine configuration: {config, code}, written to engine-config.json."
+    )
+    snapshot: dict[str, Any] | None = Field(
+        None, description="hf-snapshot: {dir, user, group}: where the model snapshot goes and who owns it."
+    )
+    step_name: str | None = Field(
+        None, description="Step name (label mlrecipe.io/step, MLRECIPE_STEP); default: the pipeline step or chart name."
+    )
+    kueue: dict[str, Any] | None = Field(
+        None, description="Kueue {queue_name, priority_class}: kueue.x-k8s.io/queue-name and priority-class labels."
+    )
+    hyperpod: dict[str, Any] | None = Field(
+        None, description="SageMaker HyperPod overlay: {enabled, auto_restart, max_retry}."
+    )
+    lws: dict[str, Any] | None = Field(
+        None, description="LeaderWorkerSet settings: {size, worker_mode, master_port, rbac}."
+    )
+    shm_size: str | None = Field(None, description="Size limit of the memory-backed /dev/shm (e.g. 64Gi); unset: none.")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Extra pod node selector labels.")
+    scheduler_name: str | None = Field(None, description="Pod schedulerName; empty: the default scheduler.")
+    ttl_seconds_after_finished: int | None = Field(
+        None, ge=0, description="Job ttlSecondsAfterFinished; unset: the finished Job is kept."
+    )
+    master_port: int | None = Field(
+        None, ge=1, le=65535, description="PET_MASTER_PORT of multi-node (Indexed) Jobs of data-prep/data-process."
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list, description="Extra env [{name, value}] of model-prep/hf-snapshot (reference form)."
+    )
+    hf_model_id: str | None = Field(None, description="Hugging Face Hub model id (HF_MODEL_ID).")
+    hf_revision: str | None = Field(None, description="Branch, tag or commit of the model (HF_REVISION).")
+    hf_tensors: Any = Field(
+        None, description="Also download weight files (*.safetensors, *.bin); false: configs and tokenizers only."
+    )
+    hf_secret_name: str | None = Field(
+        None, description="Secret holding the hub token (env HF_TOKEN); the token is never put in values."
+    )
+    hf_secret_key: str | None = Field(None, description="Key of the token in that Secret (chart default: token).")
+    helm_global: dict[str, Any] | None = Field(
+        None, alias="global", description="Helm global values, passed through to the chart."
+    )
+    library_values: dict[str, Any] | None = Field(
+        None, alias="mlrecipe-lib",
+        description="Values of the mlrecipe-lib library chart; set by mlrecipe (pipeline_env, secret_env).",
+    )
 
     _lists = field_validator("inline_script", "pre_script", "post_script", "tolerations", "pvc", mode="before")(
         _as_list

@@ -1,4 +1,11 @@
-"""YAML loading that keeps the line of every field, for error messages."""
+"""YAML loading that keeps the line of every field, for error messages.
+
+Hostile documents are refused before any Python data is built: a file above :data:`MAX_BYTES`,
+nesting deeper than :data:`MAX_DEPTH` and documents whose aliases expand to more than
+:data:`MAX_NODES` nodes (a "billion laughs" document is 3 KB of text and billions of nodes once
+expanded). The document is composed once into a node graph (aliases share nodes, so composing is
+cheap), measured with memoised subtree sizes, and only then constructed from that same graph.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,14 @@ import yaml
 from mlrecipe.spec.errors import SpecError, SpecIssue
 
 Loc = tuple[str | int, ...]
+
+#: Largest YAML file accepted, in bytes. Recipes and pipelines are a few KB; PyYAML's pure-Python parser
+#: reads about 0.25-1 MB/s, so this also bounds the time spent before the other limits can be checked.
+MAX_BYTES = 1024 * 1024
+#: Deepest nesting of mappings and sequences accepted, aliases expanded.
+MAX_DEPTH = 200
+#: Most nodes (scalars, sequences, mappings, mapping keys) a document may have, aliases expanded.
+MAX_NODES = 1_000_000
 
 
 @dataclass
@@ -31,11 +46,82 @@ class YamlDoc:
         return self.lines.get((), None)
 
 
+class _Refused(Exception):
+    """A document over one of the limits; ``line`` is 1-based or None."""
+
+    def __init__(self, message: str, line: int | None, loc: Loc = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.loc = loc
+
+
+class _Loader(yaml.SafeLoader):
+    """The safe loader, refusing nesting deeper than :data:`MAX_DEPTH` while it composes (the
+    composer recurses once per level, so a deep document would otherwise end in a RecursionError)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _Refused(f"nesting deeper than {MAX_DEPTH} levels", mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _measure(root: yaml.Node) -> None:
+    """Refuse a node graph whose expansion has more than :data:`MAX_NODES` nodes, nests deeper than
+    :data:`MAX_DEPTH` or contains itself. Sizes and heights are memoised per node, so a shared
+    (aliased) node is measured once however often it is used."""
+    memo: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded size, height)
+    active: set[int] = set()
+    too_deep = f"nesting deeper than {MAX_DEPTH} levels once aliases are expanded"
+
+    def visit(node: yaml.Node, loc: Loc, depth: int) -> tuple[int, int]:
+        key = id(node)
+        known = memo.get(key)
+        if known is None and key in active:
+            raise _Refused("recursive alias: the node contains itself", node.start_mark.line + 1, loc)
+        if depth + (known[1] if known else 0) > MAX_DEPTH:
+            raise _Refused(too_deep, node.start_mark.line + 1, loc)
+        if known is not None:
+            return known
+        children: list[tuple[yaml.Node, Loc]] = []
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+                children += [(key_node, loc), (value_node, (*loc, name))]
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(item, (*loc, index)) for index, item in enumerate(node.value)]
+        active.add(key)
+        size, height = 1, 0
+        for child, child_loc in children:
+            child_size, child_height = visit(child, child_loc, depth + 1)
+            size += child_size
+            height = max(height, child_height + 1)
+            if size > MAX_NODES:
+                raise _Refused(f"aliases expand to more than {MAX_NODES:,} nodes (a 'billion laughs' document?)",
+                               node.start_mark.line + 1, loc)
+        active.discard(key)
+        memo[key] = (size, height)
+        return size, height
+
+    visit(root, (), 1)
+
+
 def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int], issues: list[SpecIssue], file: str) -> None:
     lines.setdefault(loc, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # a sequence or mapping as a key: construction reports it
             key = key_node.value
             if key in seen:
                 issues.append(SpecIssue(file, key_node.start_mark.line + 1, _fmt((*loc, key)), "duplicate key"))
@@ -54,30 +140,51 @@ def _fmt(loc: Loc) -> str:
     return format_path(loc)
 
 
+def _too_big(file: str, size: int | None) -> SpecError:
+    amount = f"{size:,} bytes" if size is not None else f"more than {MAX_BYTES:,} bytes"
+    return SpecError.single(file, f"YAML document refused: file too large ({amount}; the limit is {MAX_BYTES:,})")
+
+
 def parse_yaml(text: str, file: str) -> YamlDoc:
-    """Parse ``text``; a syntax error or duplicate key raises :class:`SpecError` naming the line."""
+    """Parse ``text``; a syntax error, a duplicate key or a document over the limits (size, depth,
+    nodes once aliases are expanded) raises :class:`SpecError` naming the line."""
+    if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
+        raise _too_big(file, None)
+    loader: _Loader | None = None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = _Loader(text)  # may raise: the reader refuses non-printable characters
+        node = loader.get_single_node()
+        if node is not None:
+            _measure(node)
+        issues: list[SpecIssue] = []
+        lines: dict[Loc, int] = {}
+        if node is not None:
+            _walk(node, (), lines, issues, file)
+        if issues:
+            raise SpecError(issues)
+        # Built from the same node graph (after the walk: merge keys are flattened in place).
+        data = loader.construct_document(node) if node is not None else None
+    except _Refused as exc:
+        raise SpecError.single(file, f"YAML document refused: {exc.message}", exc.line, _fmt(exc.loc)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError.single(file, f"YAML syntax error: {problem}", line) from None
-    doc = YamlDoc(file, data)
-    issues: list[SpecIssue] = []
-    if node is not None:
-        _walk(node, (), doc.lines, issues, file)
-    if issues:
-        raise SpecError(issues)
-    return doc
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return YamlDoc(file, data, lines)
 
 
 def load_yaml(path: str | Path) -> YamlDoc:
-    """Read and parse a YAML file; a missing or unreadable file raises :class:`SpecError`."""
+    """Read and parse a YAML file; a missing, unreadable or too large file raises :class:`SpecError`."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open(encoding="utf-8") as fh:
+            text = fh.read(MAX_BYTES + 1)  # never more than the limit (a FIFO or /dev/zero ends too)
+        if len(text) > MAX_BYTES:
+            raise _too_big(str(path), p.stat().st_size if p.is_file() else None)
     except FileNotFoundError:
         raise SpecError.single(str(path), "file not found") from None
     except IsADirectoryError:
