@@ -45,15 +45,21 @@ annotations:
 {{- end }}
 {{- end -}}
 
-{{/* Pod template metadata. Usage: include "mlrecipe.podMeta" (dict "ctx" $ "labels" (dict "role" "x")) */}}
+{{/*
+Pod template metadata. The release keys are labels and annotations both: Kubeflow Pipelines' helm component
+finds a release's pods by the annotations. Usage: include "mlrecipe.podMeta" (dict "ctx" $ "labels" (dict "role" "x"))
+*/}}
 {{- define "mlrecipe.podMeta" -}}
 {{- $ctx := .ctx -}}
 labels:
   {{- include "mlrecipe.selectorLabels" $ctx | nindent 2 }}
+  app.kubernetes.io/managed-by: {{ $ctx.Release.Service | quote }}
   {{- range $k, $v := (.labels | default dict) }}
   {{ $k }}: {{ $v | quote }}
   {{- end }}
 annotations:
+  app.kubernetes.io/instance: {{ $ctx.Release.Name | quote }}
+  app.kubernetes.io/managed-by: {{ $ctx.Release.Service | quote }}
   karpenter.sh/do-not-disrupt: "true"
   sidecar.istio.io/inject: "false"
 {{- end -}}

@@ -1,0 +1,40 @@
+"""Every pod template carries the release keys as labels and as annotations: Kubeflow Pipelines' helm
+component looks a release's pods up by the annotations (without them it finds no pod and uninstalls)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlrecipe.helm.render import charts_root, load_values_file, render_chart
+from tests.charts.chart_cases import NAMESPACE, RELEASE, scenarios
+
+
+def pod_templates(node: Any) -> Iterator[dict[str, Any]]:
+    """Every pod template (a mapping with ``metadata`` and a ``spec`` holding ``containers``) under ``node``."""
+    if isinstance(node, dict):
+        spec = node.get("spec")
+        if isinstance(spec, dict) and "containers" in spec and "metadata" in node:
+            yield node
+        for value in node.values():
+            yield from pod_templates(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from pod_templates(item)
+
+
+@pytest.mark.parametrize("scenario", scenarios(), ids=lambda s: f"{s[0]}:{s[1].name}")
+def test_pod_templates_carry_the_release_keys(scenario: tuple[str, Path]) -> None:
+    name, values_file = scenario
+    objs = render_chart(charts_root() / name, load_values_file(values_file), RELEASE, NAMESPACE)
+    templates = [t for obj in objs if obj.get("kind") != "Pod" for t in pod_templates(obj.get("spec"))]
+    assert templates, f"{name}: no pod template found"
+    for template in templates:
+        meta = template["metadata"]
+        for where in ("labels", "annotations"):
+            keys = meta.get(where) or {}
+            assert keys.get("app.kubernetes.io/instance") == RELEASE, (name, where)
+            assert keys.get("app.kubernetes.io/managed-by") == "Helm", (name, where)
