@@ -133,10 +133,12 @@ def test_rayjob_entrypoint_is_the_runtime() -> None:
 
 
 def test_rayserve_engine_config() -> None:
-    values = {"image": "i", "engine": {"config": {"model": "/fsx/m", "tensor_parallel_size": 2}},
+    values = {"image": "i", "engine": {"config": {"model": "/fsx/m", "tensor_parallel_size": 2,
+                                                  "disable_log_stats": False}},
               "ray": {"serve_config_v2": {"serveConfigV2": "applications: []\n"}}}  # fmt: skip
     objs = _render("serving/rayserve", values)
     cm = _kind(objs, "ConfigMap")
-    assert json.loads(cm["data"]["engine-config.json"]) == {"model": "/fsx/m", "tensor_parallel_size": 2}
+    assert json.loads(cm["data"]["engine-config.json"]) == {  # the chart's defaults under the recipe's keys
+        "model": "/fsx/m", "tensor_parallel_size": 2, "disable_log_stats": False, "enable_log_requests": False}
     svc = _kind(objs, "RayService")
     assert svc["spec"]["serveConfigV2"] == "applications: []\n"

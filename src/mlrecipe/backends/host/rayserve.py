@@ -22,6 +22,8 @@ from mlrecipe.spec.load import StepSpec
 ENGINE_CONFIG_DIR = "/etc/engine-config"
 ENGINE_CODE_DIR = "/etc/engine-code"
 COMMAND = ["python3", "-m", "mlrecipe.serve.rayserve"]
+#: What the chart puts under the recipe's ``engine.config`` (the reference chart's defaults).
+ENGINE_DEFAULTS = {"disable_log_stats": True, "enable_log_requests": False}
 
 
 def serve_config(ray: dict[str, Any]) -> Any:
@@ -48,7 +50,7 @@ def launch(step: StepSpec, step_dir: Path) -> HostLaunch:
     launch.args = ["--serve-config", str(config_path)]
     if engine.get("config"):
         source = step_dir / "engine-config"
-        launch.files[source / "engine-config.json"] = json.dumps(engine["config"], indent=2)
+        launch.files[source / "engine-config.json"] = json.dumps({**ENGINE_DEFAULTS, **engine["config"]}, indent=2)
         launch.mounts.append(Mount(source, ENGINE_CONFIG_DIR))
     code = engine.get("code")
     if code:
