@@ -39,8 +39,8 @@ def test_submit_poll_cancel(mlhome: Path) -> None:
     runner.backend.use_client(fake)
     backend, ctx, step = runner.backend, runner.context, runner.spec.steps[0]
     running = backend.submit(backend.plan(step, ctx), ctx)
-    assert fake.calls == [("install", f"raw-ddp-{step.name}")]
-    assert running.handle.kind == "PyTorchJob" and running.handle.name == f"pytorchjob-raw-ddp-{step.name}"
+    assert fake.calls == [("install", "raw-ddp")], "one step: the Helm release is the release, as helm install"
+    assert running.handle.kind == "PyTorchJob" and running.handle.name == "pytorchjob-raw-ddp"
     assert running.handle.selector.startswith("app.kubernetes.io/instance=raw-ddp")
     assert running.handle.context == "test-context", "the handle records the cluster it went to"
     assert running.poll() is None
@@ -51,7 +51,7 @@ def test_submit_poll_cancel(mlhome: Path) -> None:
     outcome = running.poll()
     assert outcome is not None and outcome.state is StepState.FAILED and "OOMKilled" in outcome.message
     running.cancel()
-    assert fake.calls[-1] == ("uninstall", f"raw-ddp-{step.name}")
+    assert fake.calls[-1] == ("uninstall", "raw-ddp")
 
 
 def test_refused_install_fails_the_step_with_the_reason(mlhome: Path) -> None:

@@ -5,6 +5,7 @@ Every problem of every input is collected and reported at once with file, line a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ class StepSpec:
     values: dict[str, Any]
     recipe: Recipe
     depends_on: tuple[str, ...] = ()
+    #: Objects (and the Helm release) carry the step's name: steps of a pipeline never share a name. A
+    #: one-step ``install`` keeps the reference's names (``pytorchjob-<release>``) unless it sets step_name.
+    named_by_step: bool = True
 
     @property
     def block(self) -> recipe_models.CommandBlock:
@@ -60,7 +64,8 @@ class StepSpec:
             block.update(command=command, args=args)
             out[self.chart.block] = block
             out.pop("launcher", None)
-        out.setdefault("step_name", self.name)
+        if self.named_by_step:
+            out.setdefault("step_name", self.name)
         return out
 
     @property
@@ -204,6 +209,8 @@ def load_step_release(
     step, step_issues = build_step(name, chart, values, sources)
     if step_issues or step is None:
         raise SpecError(step_issues)
+    if not (step_name or values.get("step_name")):
+        step = dataclasses.replace(step, named_by_step=False)
     return ReleaseSpec(release, namespace, [step], source=",".join(recipe_files))
 
 

@@ -173,7 +173,7 @@ def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None 
         chart=step.chart.name,
         release=ctx.release,
         namespace=ctx.namespace,
-        helm_release=helm_release_name(ctx.release, step.name),
+        helm_release=helm_release_name(ctx.release, step.name) if step.named_by_step else ctx.release,
         values=values,
         manifest_text=text,
         objects=objects,
