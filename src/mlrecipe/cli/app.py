@@ -260,6 +260,17 @@ def uninstall(
 
 
 @app.command()
+def paths() -> None:
+    """Print where the chart library and the examples are (in the installed package, or the checkout)."""
+    from mlrecipe.config import mlrecipe_home
+    from mlrecipe.data import data_dir
+
+    print(f"charts    {data_dir('charts') / 'machine-learning'}")
+    print(f"examples  {data_dir('examples')}")
+    print(f"home      {mlrecipe_home()}")
+
+
+@app.command()
 def options(
     backend: Annotated[str | None, typer.Argument(help="local, slurm or kubernetes (default: all)")] = None,
 ) -> None:

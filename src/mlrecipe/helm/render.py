@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlrecipe.data import data_dir
 from mlrecipe.helm._engine import LOCK, load_chart, parse_yaml
 
 _SCHEMA_LINE = re.compile(r"^- at '(?P<ptr>[^']*)': (?P<msg>.*)$")
@@ -82,8 +83,8 @@ class ChartRenderError(Exception):
 
 
 def charts_root() -> Path:
-    """Directory ``charts/machine-learning`` of the source tree holding this package."""
-    return Path(__file__).resolve().parents[3] / "charts" / "machine-learning"
+    """The chart library ``charts/machine-learning``: in the installed package, else in the source tree."""
+    return data_dir("charts") / "machine-learning"
 
 
 def chart_path(catalog_name: str) -> Path:
