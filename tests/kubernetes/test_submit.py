@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mlrecipe.backends.base import StepState
 from mlrecipe.backends.registry import get_backend
@@ -81,3 +82,24 @@ def test_stuck_pods_are_reported_then_fail_the_step(mlhome: Path, timeout: float
     else:
         assert outcome is None
         assert running.progress_note().startswith("waiting: pod ")
+
+
+def test_credentials_go_to_a_secret_created_before_the_release(mlhome: Path, tmp_path: Path) -> None:
+    values = yaml.safe_load((EXAMPLES / "reference-style" / "pretrain-ddp.yaml").read_text())
+    values["train"]["env"].append({"name": "HF_TOKEN", "value": "hf_do_not_leak"})
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(values))
+    inputs = {**INPUTS, "files": [str(recipe)]}
+    runner = ReleaseRunner(spec_from_inputs(inputs), get_backend("kubernetes"), inputs, QuietDisplay())
+    fake = FakeCluster(lambda: load("pytorchjob-succeeded"), list)
+    runner.backend.use_client(fake)
+    assert runner.run() == 0
+    secret = fake.calls[0]
+    assert secret[0] == "secret" and fake.calls[1] == ("install", "raw-ddp"), "the Secret exists before the pods"
+    state = (mlhome / "releases" / "kubernetes" / "default" / "raw-ddp" / "state.json").read_text()
+    assert "hf_do_not_leak" not in state and secret[1] in state
+    assert "hf_do_not_leak" not in runner.materialize()
+    runner.backend.cancel_handle(runner.backend.load_handle(
+        load_record("kubernetes", "default", "raw-ddp").steps[runner.spec.steps[0].name].handle))
+    assert fake.calls[-2:] == [("uninstall", "raw-ddp"), ("delete-secret", secret[1])]
+

@@ -120,3 +120,15 @@ def test_rank_limit_message_has_the_numbers_and_the_way_out(mlhome: Path, tmp_pa
     assert code == ExitCode.USAGE
     assert "500 node(s) x 2 process(es) = 1000 ranks" in err and "(16: 8 per CPU" in err
     assert "--backend-opt max_ranks=1000" in err and "nothing was started" in err
+
+
+def test_a_step_that_cannot_start_is_a_failed_step_with_the_reason(mlhome: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = "process:\n  command: [echo, hi]\n"  # the default pvcs, under a volume root that cannot exist
+    code = _install_big(tmp_path, "data-prep/data-process", recipe, ["root=/proc/no-such-root"], False)
+    out = capsys.readouterr()
+    assert code == ExitCode.FAILED
+    assert "submission failed: cannot start the step's processes" in out.out and "/proc/no-such-root" in out.out
+    assert "Traceback" not in out.out + out.err
+    record = load_record("local", "default", "big")
+    assert record is not None and record.state is StepState.FAILED

@@ -31,6 +31,7 @@ from mlrecipe.backends.local.handle import LocalHandle
 from mlrecipe.backends.local.options import RANKS_PER_CPU, LocalOptions
 from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch, ServerLaunch
 from mlrecipe.backends.local.running import LocalRunningStep
+from mlrecipe.errors import BackendError
 from mlrecipe.runtime import RUNTIME_PATH
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
@@ -141,14 +142,18 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         return mount_problems(plan.mounts) + environment_problems(plan.python, plan.needs, f"chart {plan.chart}")
 
     def submit(self, plan: LocalPlan, ctx: ReleaseContext) -> LocalRunningStep:
-        prepare_mounts(plan.mounts)
-        if plan.scratch is not None:
-            plan.scratch.mkdir(parents=True, exist_ok=True)
-        plan.write_program()
-        if "MLRECIPE_HOSTFILE" in plan.nodes[0].env:
-            self._write_hostfile(plan)
         running = LocalRunningStep(plan, uuid.uuid4().hex[:12], self.options.stop_grace_seconds)
-        running.start()
+        try:
+            prepare_mounts(plan.mounts)
+            if plan.scratch is not None:
+                plan.scratch.mkdir(parents=True, exist_ok=True)
+            plan.write_program()
+            if "MLRECIPE_HOSTFILE" in plan.nodes[0].env:
+                self._write_hostfile(plan)
+            running.start()
+        except OSError as exc:  # a volume that cannot be created, a runtime that cannot start
+            running.cancel()
+            raise BackendError(f"cannot start the step's processes: {exc}") from exc
         return running
 
     @staticmethod
