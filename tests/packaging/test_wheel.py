@@ -1,5 +1,10 @@
-"""The built wheel works outside the checkout: it holds every chart (library chart and runtime as real
-files), renders each for Kubernetes, and runs a one-step recipe on the local backend."""
+"""The package works outside the checkout.
+
+The wheel (built straight from the checkout, as ``pip install .`` does, and from the sdist, as ``python -m build``
+and ``pip install mlrecipe-*.tar.gz`` do) holds every chart with its library chart and the step runtime as real
+files, and the examples. Installed into a fresh environment outside the checkout, it renders every catalog chart
+for Kubernetes exactly as the checkout does, runs a one-step recipe on the local backend and plans the quickstart.
+"""
 
 from __future__ import annotations
 
@@ -11,71 +16,197 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mlrecipe.spec.catalog import CATALOG
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+CHARTS = REPO / "charts" / "machine-learning"
+RUNTIME = REPO / "src" / "mlrecipe" / "runtime" / "step_runtime.py"
+DATA = "mlrecipe/_data/"
+#: The workload kind each catalog chart renders (besides its ConfigMap, Services ...).
+WORKLOAD = {
+    "training/pytorchjob-distributed": "PyTorchJob",
+    "training/pytorchjob-elastic": "PyTorchJob",
+    "training/mpijob": "MPIJob",
+    "training/raytrain": "RayJob",
+    "data-prep/data-process": "Job",
+    "data-prep/mpijob-data-process": "MPIJob",
+    "data-prep/ray-data-process": "RayJob",
+    "model-prep/hf-snapshot": "Job",
+    "serving/rayserve": "RayService",
+    "serving/triton-inference-server": "Deployment",
+    "serving/triton-inference-server-lws": "LeaderWorkerSet",
+    "serving/djl-lmi-server": "Deployment",
+    "serving/generic-server": "Deployment",
+}
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+
+def _pip_wheel(source: Path, out: Path) -> Path:
+    out.mkdir()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
-                    str(REPO)], check=True, timeout=300, cwd=out)
+                    str(source)], check=True, timeout=300, cwd=out)
     (path,) = out.glob("mlrecipe-*.whl")
     return path
 
 
 @pytest.fixture(scope="module")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv outside the checkout with the wheel; its dependencies come from the dev venv (no mlrecipe)."""
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``checkout``: ``pip wheel`` of the checkout; ``sdist``: the sdist of the checkout, then its wheel."""
+    out = tmp_path_factory.mktemp("dist")
+    sdist_dir = out / "sdist-archive"
+    sdist_dir.mkdir()
+    subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
+                    "build_meta.build_sdist(sys.argv[1])", str(sdist_dir)],
+                   check=True, timeout=300, cwd=REPO, capture_output=True)
+    (sdist,) = sdist_dir.glob("mlrecipe-*.tar.gz")
+    return {"checkout": _pip_wheel(REPO, out / "checkout"), "sdist": _pip_wheel(sdist, out / "sdist")}
+
+
+def _resolved_files(root: Path) -> dict[str, Path]:
+    """Every file under ``root`` as the build sees it: symlinks followed, byte-compiled files left out."""
+    files: dict[str, Path] = {}
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in names:
+            if not name.endswith(".pyc"):
+                path = Path(folder) / name
+                files[path.relative_to(root).as_posix()] = path
+    return files
+
+
+@pytest.mark.parametrize("built", ["checkout", "sdist"])
+def test_the_wheel_holds_every_chart_as_real_files(wheels: dict[str, Path], built: str) -> None:
+    with zipfile.ZipFile(wheels[built]) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+        runtime = RUNTIME.read_bytes()
+        assert zf.read("mlrecipe/runtime/step_runtime.py") == runtime
+        library = sorted(_resolved_files(CHARTS / "library" / "mlrecipe-lib"))
+        assert "Chart.yaml" in library and any(f.startswith("templates/") for f in library)
+        for name in CATALOG:
+            chart = f"{DATA}charts/machine-learning/{name}/"
+            assert f"{chart}Chart.yaml" in infos, f"{name}: no Chart.yaml in the wheel"
+            assert any(f.startswith(f"{chart}templates/") for f in infos), f"{name}: no templates in the wheel"
+            for part in library:
+                assert f"{chart}charts/mlrecipe-lib/{part}" in infos, f"{name}: library chart's {part} missing"
+            assert zf.read(f"{chart}files/step_runtime.py") == runtime, f"{name}: not the package's runtime"
+        # Everything the checkout's charts and examples hold, links resolved, byte for byte.
+        for source, prefix in ((CHARTS, f"{DATA}charts/machine-learning/"), (REPO / "examples", f"{DATA}examples/")):
+            for rel, path in _resolved_files(source).items():
+                assert f"{prefix}{rel}" in infos, f"{prefix}{rel} missing from the wheel"
+                assert zf.read(f"{prefix}{rel}") == path.read_bytes(), f"{prefix}{rel} differs from the checkout"
+    assert f"{DATA}examples/quickstart/pipeline.yaml" in infos
+    links = [n for n, i in infos.items() if (i.external_attr >> 16) & 0o170000 == 0o120000]
+    assert not links, f"symlinks in the wheel: {links[:5]}"
+
+
+def test_the_sdist_and_the_checkout_build_the_same_wheel(wheels: dict[str, Path]) -> None:
+    def contents(path: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(path) as zf:
+            return {n: zf.read(n) for n in zf.namelist() if ".dist-info/" not in n}
+
+    checkout, sdist = contents(wheels["checkout"]), contents(wheels["sdist"])
+    assert sorted(checkout) == sorted(sdist)
+    assert [n for n in checkout if checkout[n] != sdist[n]] == []
+
+
+@pytest.fixture(scope="module")
+def installed(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv outside the checkout holding the wheel; its dependencies come from the dev venv's
+    site-packages through a ``.pth`` line (a plain path: the dev venv's own ``.pth`` files, among them the
+    editable install's link to the checkout, are not read from there)."""
     venv = tmp_path_factory.mktemp("venv") / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     purelib = next((venv / "lib").glob("python3*/site-packages"))
     deps = [p for p in site.getsitepackages() if Path(p).is_dir()]
     (purelib / "zz-dev-deps.pth").write_text("\n".join(deps) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(purelib), str(wheel)],
-                   check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", str(wheels["checkout"])], check=True, timeout=300, cwd=venv)
     return venv
 
 
-def run(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(MLRECIPE_HOME=str(cwd / "home"), PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
-    return subprocess.run([str(venv / "bin" / "python"), "-m", "mlrecipe", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+def _env(home: Path, venv: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV") and not k.startswith("MLRECIPE_")}
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and not p.startswith(str(REPO))]
+    if venv is not None:
+        path.insert(0, str(venv / "bin"))
+    env.update(MLRECIPE_HOME=str(home), PATH=os.pathsep.join(path))
+    return env
 
 
-def test_the_wheel_holds_every_chart_as_real_files(wheel: Path) -> None:
-    with zipfile.ZipFile(wheel) as zf:
-        infos = {i.filename: i for i in zf.infolist()}
-    charts = "mlrecipe/_data/charts/machine-learning/"
-    for name in CATALOG:
-        for part in ("Chart.yaml", "values.schema.json", "charts/mlrecipe-lib/Chart.yaml",
-                     "charts/mlrecipe-lib/templates/_runtime.tpl", "files/step_runtime.py"):
-            assert f"{charts}{name}/{part}" in infos, f"{name}/{part} missing from the wheel"
-        assert any(f.startswith(f"{charts}{name}/templates/") for f in infos)
-    assert "mlrecipe/runtime/step_runtime.py" in infos
-    assert "mlrecipe/_data/examples/quickstart/pipeline.yaml" in infos
-    links = [n for n, i in infos.items() if (i.external_attr >> 16) & 0o170000 == 0o120000]
-    assert not links, f"symlinks in the wheel: {links[:5]}"
+def mlrecipe(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed console script, run from ``cwd`` (outside the checkout)."""
+    return subprocess.run([str(venv / "bin" / "mlrecipe"), *args], capture_output=True, text=True, cwd=cwd,
+                          env=_env(cwd / "home", venv), timeout=300)
 
 
-def test_the_installed_package_renders_every_chart_and_runs_a_step(installed: Path, tmp_path: Path) -> None:
-    where = run(installed, tmp_path, "paths")
-    assert where.returncode == 0 and str(REPO) not in where.stdout, where.stdout + where.stderr
+def checkout_mlrecipe(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The dev venv's mlrecipe (the checkout, charts from ``charts/``), for comparison."""
+    return subprocess.run([sys.executable, "-m", "mlrecipe", *args], capture_output=True, text=True, cwd=cwd,
+                          env=_env(cwd / "checkout-home", None), timeout=300)
+
+
+def test_the_installed_package_is_the_one_that_runs(installed: Path, tmp_path: Path) -> None:
+    probe = subprocess.run([str(installed / "bin" / "python"), "-c",
+                            "import sys, mlrecipe, mlrecipe.runtime as r, mlrecipe.helm.render as h; "
+                            "print(mlrecipe.__file__, r.RUNTIME_PATH, h.charts_root(), *sys.path, sep='\\n')"],
+                           capture_output=True, text=True, cwd=tmp_path, env=_env(tmp_path / "home", installed),
+                           timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    module, runtime, charts, *path = probe.stdout.splitlines()
+    for where in (module, runtime, charts):
+        assert Path(where).is_relative_to(installed), f"{where} is not in the installed package"
+    assert Path(charts).name == "machine-learning" and (Path(charts) / "library" / "mlrecipe-lib").is_dir()
+    assert not [p for p in path if p.startswith(str(REPO / "src"))], path
+
+
+def test_the_installed_package_renders_every_chart_for_kubernetes(installed: Path, tmp_path: Path) -> None:
+    assert set(WORKLOAD) == set(CATALOG), "a catalog chart without its expected workload kind here"
+    paths = mlrecipe(installed, tmp_path, "paths")
+    assert paths.returncode == 0, paths.stdout + paths.stderr
+    where = dict(line.split(None, 1) for line in paths.stdout.splitlines())
+    charts = Path(where["charts"])
+    assert charts.is_relative_to(installed), where
+    runtime = RUNTIME.read_text()
+    for name in CATALOG:  # each chart through the first of its ci scenarios that is a complete recipe
+        scenarios = sorted((charts / name / "ci").glob("*-values.yaml"))
+        assert scenarios, f"{name}: no ci scenario in the installed package"
+        outcomes = [(values, mlrecipe(installed, tmp_path, "template", "pkg", name, "-f", str(values),
+                                      "--backend", "kubernetes")) for values in scenarios]
+        rendered = [(values, o) for values, o in outcomes if o.returncode == 0]
+        assert rendered, f"{name}: " + " | ".join(o.stderr for _, o in outcomes)
+        values, done = rendered[0]
+        docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+        kinds = {d["kind"] for d in docs}
+        assert WORKLOAD[name] in kinds, f"{name}: rendered {sorted(kinds)}"
+        delivered = [d["data"]["step_runtime.py"] for d in docs
+                     if d["kind"] == "ConfigMap" and "step_runtime.py" in d.get("data", {})]
+        # Charts that run the recipe's command run it through the step runtime (rayserve runs Ray Serve's config).
+        expected = [runtime] if CATALOG[name].host_launch is None else []
+        assert delivered == expected, f"{name}: the pods do not get the package's step runtime"
+        assert str(REPO) not in done.stdout
+        same = checkout_mlrecipe(tmp_path, "template", "pkg", name, "-f", str(values), "--backend", "kubernetes")
+        assert same.returncode == 0 and same.stdout == done.stdout, f"{name}: renders differently from the checkout"
+
+
+def test_the_installed_package_runs_a_step_and_plans_the_quickstart(installed: Path, tmp_path: Path) -> None:
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("image: busybox\npvc: []\nprocess:\n  command: [echo, hello from the wheel]\n")
-    for name in CATALOG:  # each chart through one of its ci scenarios that is a complete recipe
-        outcomes = [run(installed, tmp_path, "template", "pkg", name, "-f", str(values), "-b", "kubernetes")
-                    for values in sorted((REPO / "charts" / "machine-learning" / name / "ci").glob("*-values.yaml"))]
-        rendered = [o for o in outcomes if o.returncode == 0]
-        assert rendered, f"{name}: " + " | ".join(o.stderr for o in outcomes)
-        assert "kind:" in rendered[0].stdout and str(REPO) not in rendered[0].stdout
-    done = run(installed, tmp_path, "install", "pkg", "data-prep/data-process", "-f", str(recipe))
+    recipe.write_text("image: busybox\npvc: []\nprocess:\n  command: [python3, -c]\n"
+                      "  args: [\"'print(\\\"hello from the wheel\\\")'\"]\n")
+    done = mlrecipe(installed, tmp_path, "install", "pkg", "data-prep/data-process", "-f", str(recipe))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "hello from the wheel" in run(installed, tmp_path, "logs", "pkg").stdout
-    quickstart = where.stdout.split("examples", 1)[1].split()[0]
-    plan = run(installed, tmp_path, "run", f"{quickstart}/quickstart/pipeline.yaml", "--dry-run")
-    assert plan.returncode == 0 and "# step train" in plan.stdout, plan.stderr
+    logs = mlrecipe(installed, tmp_path, "logs", "pkg")
+    assert logs.returncode == 0 and "hello from the wheel" in logs.stdout, logs.stdout + logs.stderr
+    assert any("hello from the wheel" in p.read_text() for p in (tmp_path / "home").rglob("*.log"))
+
+    examples = Path(dict(line.split(None, 1) for line in mlrecipe(installed, tmp_path, "paths").stdout.splitlines())
+                    ["examples"])
+    assert examples.is_relative_to(installed)
+    for backend, expected in (("local", "# step train"), ("kubernetes", "kind: PyTorchJob")):
+        plan = mlrecipe(installed, tmp_path, "run", str(examples / "quickstart" / "pipeline.yaml"), "--dry-run",
+                        "--backend", backend)
+        assert plan.returncode == 0 and expected in plan.stdout, plan.stdout + plan.stderr
+        assert str(REPO) not in plan.stdout, f"the {backend} plan refers to the checkout"
