@@ -72,6 +72,33 @@ class ResourceError(UserError):
     """A resource quantity a backend cannot express (e.g. ``cpu: lots``)."""
 
 
+@dataclass(frozen=True)
+class SchemaError:
+    """One values-schema violation of a chart: a dotted field path ("" for the top level) and a message."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '<values>'}: {self.message}"
+
+
+class ChartRenderError(UserError):
+    """A chart failed to load, validate its values or render; ``errors`` lists schema violations."""
+
+    def __init__(self, chart: str, message: str, errors: list[SchemaError] | None = None) -> None:
+        self.chart = chart
+        self.errors = list(errors or [])
+        self.detail = message
+        lines = [f"{chart}: {message}"] if not self.errors else [f"{chart}: invalid values"]
+        lines += [f"  {e}" for e in self.errors]
+        super().__init__("\n".join(lines))
+
+
+class SecretConflictError(UserError):
+    """One variable name carries two different credential values in one step (a Secret holds one per name)."""
+
+
 class TemplateError(UserError):
     """A Helm expression in a recipe's env failed to evaluate."""
 

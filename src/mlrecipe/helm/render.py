@@ -8,11 +8,11 @@ stream as ``helm template`` prints it. Schema violations raise :class:`ChartRend
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mlrecipe.data import data_dir
+from mlrecipe.errors import ChartRenderError, SchemaError
 from mlrecipe.helm._engine import LOCK, load_chart, parse_yaml
 
 _SCHEMA_LINE = re.compile(r"^- at '(?P<ptr>[^']*)': (?P<msg>.*)$")
@@ -57,29 +57,6 @@ _INSTALL_ORDER = [
     "Ingress",
     "APIService",
 ]
-
-
-@dataclass(frozen=True)
-class SchemaError:
-    """One values-schema violation: a dotted field path ("" for the top level) and a message."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path or '<values>'}: {self.message}"
-
-
-class ChartRenderError(Exception):
-    """A chart failed to load, validate its values or render; ``errors`` lists schema violations."""
-
-    def __init__(self, chart: str, message: str, errors: list[SchemaError] | None = None) -> None:
-        self.chart = chart
-        self.errors = list(errors or [])
-        self.detail = message
-        lines = [f"{chart}: {message}"] if not self.errors else [f"{chart}: invalid values"]
-        lines += [f"  {e}" for e in self.errors]
-        super().__init__("\n".join(lines))
 
 
 def charts_root() -> Path:

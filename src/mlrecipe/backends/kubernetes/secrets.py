@@ -20,7 +20,11 @@ from typing import Any
 
 import yaml
 
+from mlrecipe.errors import SecretConflictError
 from mlrecipe.secrets import MASK, is_secret_name
+
+__all__ = ["SecretConflictError", "lift_ray_env_vars", "masked", "secret_manifest", "split_values",
+           "with_secret_ref"]
 
 #: The library chart's values key (the values a workload chart hands to its ``mlrecipe-lib`` dependency).
 LIB = "mlrecipe-lib"
@@ -37,10 +41,6 @@ ENV_PATHS: tuple[tuple[str, ...], ...] = (
 )
 
 MAX_NAME = 63
-
-
-class SecretConflictError(ValueError):
-    """One variable name carries two different credential values in one step (one Secret key per name)."""
 
 
 def secret_name(release: str, step: str) -> str:
