@@ -65,6 +65,14 @@ def newest_checkpoint(directory: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def report_progress(step: int, total: int, **metrics: float) -> None:
+    """mlrecipe's progress contract: one JSON line per report in $MLRECIPE_METRICS_FILE (if the runtime set it)."""
+    path = os.environ.get("MLRECIPE_METRICS_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"time": time.time(), "step": step, "total": total, "metrics": metrics}) + "\n")
+
+
 def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optim: torch.optim.Optimizer,
                     losses: list[float]) -> None:
     directory.mkdir(parents=True, exist_ok=True)
@@ -130,6 +138,7 @@ def main() -> None:
         if rank == 0 and (done % 10 == 0 or done == args.steps):
             rate = (done - start) / max(time.time() - t0, 1e-9)
             print(f"step {done}/{args.steps} loss {losses[-1]:.4f} ({rate:.1f} steps/s)", flush=True)
+            report_progress(done, args.steps, loss=losses[-1])
         if rank == 0 and (done % args.ckpt_every == 0 or done == args.steps):
             save_checkpoint(ckpt_dir, done, model, optim, losses)
         if args.step_sleep:

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mlrecipe.metrics import METRICS_FILE
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 from mlrecipe.spec.recipe import Model
@@ -217,3 +218,7 @@ class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
     def log_path(self, ctx: ReleaseContext, step: str, rank: int = 0) -> Path:
         """The local file holding the log of ``rank`` of ``step``."""
         return ctx.step_dir(step) / f"node-{rank}.log"
+
+    def metrics_path(self, ctx: ReleaseContext, step: str) -> Path | None:
+        """The local file where ``step``'s rank 0 appends progress (:mod:`mlrecipe.metrics`), or ``None``."""
+        return ctx.step_dir(step) / METRICS_FILE

@@ -6,6 +6,7 @@ import socket
 from typing import Any
 
 from mlrecipe.backends.base import ReleaseContext
+from mlrecipe.metrics import METRICS_FILE, METRICS_VAR
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -66,6 +67,7 @@ def contract_env(
         "MLRECIPE_NAMESPACE": ctx.namespace,
         "MLRECIPE_STEP": step.name,
         "MLRECIPE_BACKEND": ctx.backend,
+        METRICS_VAR: str(ctx.step_dir(step.name) / METRICS_FILE),
     }
     policy = step.recipe.elastic_policy
     if step.chart.kind is StepKind.TORCH_ELASTIC:

@@ -28,7 +28,7 @@ def summary(record: Any) -> dict[str, Any]:
         "state": record.effective_state().value,
         "steps": [
             {"name": s.name, "chart": s.chart, "state": s.state.value, "exit_code": s.exit_code,
-             "message": s.message, "url": s.url}
+             "message": s.message, "url": s.url, "progress": s.progress}
             for s in (record.steps[n] for n in record.order if n in record.steps)
         ],
     }

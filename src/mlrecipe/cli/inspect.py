@@ -12,6 +12,7 @@ from typing import Any
 from mlrecipe.cli.address import parse_address
 from mlrecipe.cli.output import emit_json, fail, print_error, print_spec_error
 from mlrecipe.errors import BackendError, ExitCode, MlrecipeError, SpecError
+from mlrecipe.metrics import Progress
 
 
 def validate(file: Path, chart: str | None, out: str, backend: str | None = None,
@@ -119,6 +120,23 @@ def _server_checks(record: Any, opts: list[str]) -> dict[str, str]:
     return out
 
 
+def _live_progress(record: Any, opts: list[str]) -> None:
+    """Refresh the progress of ``record``'s running steps from their metrics files (in place)."""
+    from mlrecipe.backends.base import ReleaseContext, StepState
+    from mlrecipe.cli.execute import _backend
+    from mlrecipe.metrics import read_progress
+
+    running = [s for s in record.steps.values() if s.state is StepState.RUNNING]
+    if not running:
+        return
+    impl = _backend(record.backend, None, opts)
+    ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
+    for step in running:
+        progress = read_progress(impl.metrics_path(ctx, step.name))
+        if progress is not None:
+            step.progress = progress.to_json()
+
+
 def status(release: str | None, namespace: str | None, backend: str | None, out: str,
            opts: list[str]) -> ExitCode:
     """Show one release in detail (asking the backend whether its servers are up), or all in a table."""
@@ -134,6 +152,8 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             if not records:
                 return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
             checks = {(r.backend, r.namespace, r.release): _server_checks(r, opts) for r in records}
+            for r in records:
+                _live_progress(r, opts)
     except MlrecipeError as exc:
         return print_error(exc)
     if out == "json":
@@ -162,7 +182,8 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             extra = f"  {s.message}" if s.message else ""
             url = f"  {s.url}" if s.url else ""
             server = f"  [server {live[name]}]" if name in live else ""
-            print(f"  {name:<20} {s.state.value:<12} {s.chart}{url}{server}{extra}")
+            progress = f"  [{Progress(**s.progress)}]" if s.progress else ""
+            print(f"  {name:<20} {s.state.value:<12} {s.chart}{url}{server}{progress}{extra}")
     return ExitCode.OK
 
 

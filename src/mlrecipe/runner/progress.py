@@ -7,6 +7,7 @@ import time
 from typing import TextIO
 
 from mlrecipe.backends.base import StepOutcome, StepState
+from mlrecipe.metrics import Progress
 
 STYLES = {StepState.SUCCEEDED.value: "green", StepState.SERVING.value: "green", StepState.FAILED.value: "red",
           StepState.RUNNING.value: "cyan", StepState.SKIPPED.value: "dim"}
@@ -20,8 +21,11 @@ def _fmt_elapsed(seconds: float) -> str:
 class Display:
     """Receives the runner's events; the base class prints plain lines."""
 
+    PROGRESS_EVERY = 15.0  #: seconds between two progress lines of one step
+
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
+        self._shown: dict[str, tuple[float, str]] = {}
 
     def say(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -38,8 +42,14 @@ class Display:
     def step_skipped(self, name: str, reason: str) -> None:
         self.say(f"==> step {name}: skipped ({reason})")
 
-    def tick(self, name: str, elapsed: float, last_line: str) -> None:
-        return None
+    def tick(self, name: str, elapsed: float, last_line: str, progress: Progress | None = None) -> None:
+        """Every watch tick of a running step; plain output prints its progress every ``PROGRESS_EVERY`` s."""
+        if progress is None or not str(progress):
+            return
+        when, text = self._shown.get(name, (-self.PROGRESS_EVERY, ""))
+        if str(progress) != text and elapsed - when >= self.PROGRESS_EVERY:
+            self._shown[name] = (elapsed, str(progress))
+            self.say(f"    {name}: {progress}")
 
     def step_finished(self, name: str, outcome: StepOutcome, elapsed: float) -> None:
         if outcome.state is StepState.SERVING:
@@ -82,7 +92,7 @@ class LiveDisplay(Display):
         table.add_column("chart", no_wrap=True)
         table.add_column("state", no_wrap=True)
         table.add_column("elapsed", justify="right", no_wrap=True)
-        table.add_column("rank 0", overflow="ellipsis", no_wrap=True, ratio=1)
+        table.add_column("progress (else rank 0's last line)", overflow="ellipsis", no_wrap=True, ratio=1)
         for name, (chart, state, elapsed, line) in self.rows.items():
             style = STYLES.get(state, "")
             table.add_row(name, chart, f"[{style}]{state}[/]" if style else state, elapsed, line)
@@ -110,10 +120,10 @@ class LiveDisplay(Display):
         self.rows[name] = ["", StepState.SKIPPED.value, "", reason]
         self._refresh()
 
-    def tick(self, name: str, elapsed: float, last_line: str) -> None:
+    def tick(self, name: str, elapsed: float, last_line: str, progress: Progress | None = None) -> None:
         if name in self.rows:
             self.rows[name][2] = _fmt_elapsed(elapsed)
-            self.rows[name][3] = last_line[-200:]
+            self.rows[name][3] = (str(progress) if progress is not None else "") or last_line[-200:]
             self._refresh()
 
     def step_finished(self, name: str, outcome: StepOutcome, elapsed: float) -> None:

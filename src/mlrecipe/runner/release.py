@@ -19,6 +19,7 @@ from mlrecipe.backends.base import Backend, ReleaseContext, RunningStep, StepOut
 from mlrecipe.config import release_dir
 from mlrecipe.errors import BackendError, ExitCode, ReleaseBusyError, TransientBackendError
 from mlrecipe.logtail import tail
+from mlrecipe.metrics import read_progress
 from mlrecipe.runner.progress import Display
 from mlrecipe.runner.state import ReleaseRecord, StepRecord, create_time, load_record
 from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
@@ -187,7 +188,7 @@ class ReleaseRunner:
             running = self.backend.submit(plan, ctx)
             rec.handle = running.handle.to_json()
             record.save()
-            outcome = self._watch(step, running, started)
+            outcome = self._watch(step, running, started, rec)
             rec.handle = running.handle.to_json()
         except BackendError as exc:
             outcome = StepOutcome(StepState.FAILED, None, f"{'submission' if running is None else 'backend'} "
@@ -205,9 +206,11 @@ class ReleaseRunner:
             outcome.message = f"ready at {outcome.url}; {url_var(step.name)} is set for later steps"
         return self._finish(record, rec, outcome, time.monotonic() - started)
 
-    def _watch(self, step: StepSpec, running: RunningStep[Any], started: float) -> StepOutcome:
-        """Wait for the step to settle; a backend that cannot answer is asked again for ``retry_seconds``."""
+    def _watch(self, step: StepSpec, running: RunningStep[Any], started: float, rec: StepRecord) -> StepOutcome:
+        """Wait for the step to settle, showing its progress; a backend that cannot answer is asked again for
+        ``retry_seconds``."""
         log = self.backend.log_path(self.context, step.name, 0)
+        metrics = self.backend.metrics_path(self.context, step.name)
         failing_since: float | None = None
         while True:
             try:
@@ -219,10 +222,13 @@ class ReleaseRunner:
                 if now - failing_since > self.backend.options.retry_seconds:
                     raise BackendError(f"{exc} (still failing after {now - failing_since:.0f} s)") from exc
                 outcome, note = None, f"retrying: {exc}"
+            progress = read_progress(metrics)
+            if progress is not None:
+                rec.progress = progress.to_json()
             if outcome is not None:
                 return outcome
             lines = tail(log, 1)
-            self.display.tick(step.name, time.monotonic() - started, note or (lines[-1] if lines else ""))
+            self.display.tick(step.name, time.monotonic() - started, note or (lines[-1] if lines else ""), progress)
             time.sleep(TICK_SECONDS)
 
     def _finish(self, record: ReleaseRecord, rec: StepRecord, outcome: StepOutcome, elapsed: float) -> ExitCode:

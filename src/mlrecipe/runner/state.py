@@ -31,6 +31,7 @@ class StepRecord:
     message: str = ""
     handle: dict[str, Any] = field(default_factory=dict)  #: the backend's typed handle, as JSON
     url: str | None = None  #: a serving step's URL once it was ready
+    progress: dict[str, Any] | None = None  #: the last progress it reported (:class:`mlrecipe.metrics.Progress`)
 
     def __post_init__(self) -> None:
         self.state = StepState(self.state)

@@ -92,3 +92,7 @@ class KubernetesBackend(Backend[KubernetesPlan, KubernetesHandle, KubernetesOpti
         """Where the log streamed from the pod of ``rank`` is written."""
         return ctx.step_dir(step) / f"rank-{rank}.log"
 
+    def metrics_path(self, ctx: ReleaseContext, step: str) -> Path | None:
+        """Not read yet on Kubernetes: the pods' metrics file is on the cluster's volume, not here."""
+        return None
+
