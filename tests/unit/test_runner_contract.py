@@ -37,6 +37,8 @@ from mlrecipe.spec.load import StepSpec
 class World:
     """What the fake backend's "cluster" holds: live servers, submissions, cancels, the env each plan got."""
 
+    running: set[str] = field(default_factory=set)
+    most_at_once: int = 0
     alive: set[str] = field(default_factory=set)
     submitted: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
@@ -83,10 +85,23 @@ class FakePlan(Plan):
 
 class FakeRunning(RunningStep[FakeHandle]):
     def __init__(self, handle: FakeHandle, plan: FakePlan, flaky: int) -> None:
-        self.handle, self.plan, self.flaky = handle, plan, flaky
+        self.handle, self.plan, self.flaky, self.polls = handle, plan, flaky, 0
+        WORLD.running.add(handle.run)
+        WORLD.most_at_once = max(WORLD.most_at_once, len(WORLD.running))
 
     def poll(self) -> StepOutcome | None:
+        outcome = self._poll()
+        if outcome is not None:
+            WORLD.running.discard(self.handle.run)
+        return outcome
+
+    def _poll(self) -> StepOutcome | None:
         command = self.handle.command
+        self.polls += 1
+        if command.startswith("slow") and self.polls < (50 if command == "slower" else 5):
+            return None
+        if command == "slowfail":
+            return StepOutcome(StepState.FAILED, 1, "slow failure")
         if command == "interrupt":
             raise KeyboardInterrupt
         if command == "flaky" and self.flaky > 0:
@@ -105,6 +120,7 @@ class FakeRunning(RunningStep[FakeHandle]):
     def cancel(self) -> None:
         WORLD.cancelled.append(self.handle.run)
         WORLD.alive.discard(self.handle.run)
+        WORLD.running.discard(self.handle.run)
 
 
 class FakeBackend(Backend[FakePlan, FakeHandle, FakeOptions]):
@@ -255,3 +271,51 @@ def test_node_count_and_notes_come_from_the_plan(tmp_path: Path, capsys: pytest.
     assert run(inputs) == ExitCode.OK
     out = capsys.readouterr().out
     assert "note: prep runs nowhere" in out and "starting 3 node(s)" in out
+
+
+def dag(tmp_path: Path, steps: dict[str, tuple[str, list[str]]]) -> dict[str, Any]:
+    """A pipeline of ``name: (command, depends_on)`` steps."""
+    lines = ["release: rel", "steps:"]
+    for name, (command, needs) in steps.items():
+        lines += [f"  - name: {name}", "    chart: data-prep/data-process", f"    depends_on: {needs}",
+                  "    values:", "      pvc: []", f"      process: {{command: [{command}]}}"]
+    path = tmp_path / "pipeline.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return {"kind": "pipeline", "path": str(path), "sets": []}
+
+
+DIAMOND = {"prep": ("ok", []), "left": ("slow", ["prep"]), "right": ("slow", ["prep"]),
+           "merge": ("ok", ["left", "right"])}
+
+
+def test_independent_branches_run_at_the_same_time(tmp_path: Path) -> None:
+    assert run_inputs(dag(tmp_path, DIAMOND), "fake", [], False, False, "text") == ExitCode.OK
+    assert WORLD.most_at_once == 2, "left and right ran together"
+    assert WORLD.submitted[0] == "prep" and WORLD.submitted[-1] == "merge"
+    assert states() == dict.fromkeys([*DIAMOND, "*"], "succeeded")
+
+
+def test_max_parallel_bounds_the_branches(tmp_path: Path) -> None:
+    assert run_inputs(dag(tmp_path, DIAMOND), "fake", [], False, False, "text", max_parallel=1) == ExitCode.OK
+    assert WORLD.most_at_once == 1
+
+
+def test_a_failure_cancels_the_running_branch_by_default(tmp_path: Path) -> None:
+    steps = {**DIAMOND, "left": ("slowfail", ["prep"]), "right": ("slower", ["prep"])}
+    assert run_inputs(dag(tmp_path, steps), "fake", [], False, False, "text") == ExitCode.FAILED
+    assert states() == {"prep": "succeeded", "left": "failed", "right": "interrupted", "*": "failed"}
+    assert [r for r in WORLD.cancelled if r.startswith("right")], "the running branch was stopped"
+    record = load_record("fake", "default", "rel")
+    assert record is not None and record.steps["right"].message == "cancelled: step left failed"
+
+
+def test_keep_going_lets_independent_branches_finish(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    steps = {**DIAMOND, "left": ("fail", ["prep"]), "after-left": ("ok", ["left"])}
+    assert run_inputs(dag(tmp_path, steps), "fake", [], False, False, "text", keep_going=True) == ExitCode.FAILED
+    assert states() == {"prep": "succeeded", "left": "failed", "right": "succeeded", "*": "failed"}
+    out = capsys.readouterr().out
+    assert "merge: skipped (not run: it depends on left)" in out
+    assert "after-left: skipped (not run: it depends on left)" in out
+    assert run_inputs(dag(tmp_path, {**steps, "left": ("ok", ["prep"])}), "fake", [], False, False,
+                      "text") == ExitCode.OK, "the fixed branch runs, the finished ones are skipped"
+    assert WORLD.submitted.count("right") == 1

@@ -56,6 +56,16 @@ KubeContextOpt = Annotated[
 ]
 
 
+DEFAULT_MAX_PARALLEL = 4
+MaxParallelOpt = Annotated[
+    int, typer.Option("--max-parallel", min=1, help="Most steps running at the same time (independent branches)")
+]
+KeepGoingOpt = Annotated[
+    bool, typer.Option("--keep-going", help="When a step fails, let the independent branches finish (default: "
+                       "cancel the running steps)")
+]
+
+
 def _backend_opts(opts: list[str] | None, kubeconfig: str | None, kube_context: str | None) -> list[str]:
     """The ``--backend-opt`` expressions, with the Kubernetes shortcuts added."""
     out = list(opts or [])
@@ -112,8 +122,11 @@ def run(
     backend_opt: BackendOptsOpt = None,
     kubeconfig: KubeconfigOpt = None,
     kube_context: KubeContextOpt = None,
+    max_parallel: MaxParallelOpt = DEFAULT_MAX_PARALLEL,
+    keep_going: KeepGoingOpt = False,
 ) -> None:
-    """Run a pipeline: its steps in order (or by depends_on) as one release.
+    """Run a pipeline as one release: each step once the steps it depends on are done (depends_on; without
+    it, in file order), independent ones at the same time.
 
     --set STEP.key=value overrides a value of one step.
     """
@@ -121,7 +134,7 @@ def run(
 
     inputs = {"kind": "pipeline", "path": str(pipeline.resolve()), "sets": list(set_ or [])}
     opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out))
+    raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out, max_parallel, keep_going))
 
 
 @app.command()
@@ -231,12 +244,14 @@ def resume(
     backend_opt: BackendOptsOpt = None,
     kubeconfig: KubeconfigOpt = None,
     kube_context: KubeContextOpt = None,
+    max_parallel: MaxParallelOpt = DEFAULT_MAX_PARALLEL,
+    keep_going: KeepGoingOpt = False,
 ) -> None:
-    """Continue a failed or interrupted release after its last successful step."""
+    """Continue a failed or interrupted release: steps that succeeded unchanged are not run again."""
     from mlrecipe.cli import execute
 
     opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(execute.resume(release, namespace, backend, out, opts))
+    raise typer.Exit(execute.resume(release, namespace, backend, out, opts, max_parallel, keep_going))
 
 
 @app.command()

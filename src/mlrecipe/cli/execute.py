@@ -35,7 +35,7 @@ def summary(record: Any) -> dict[str, Any]:
 
 
 def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry_run: bool, force: bool,
-               out: str) -> ExitCode:
+               out: str, max_parallel: int = 4, keep_going: bool = False) -> ExitCode:
     """Validate, then print the plan (dry run) or run the release; return the exit code."""
     from mlrecipe.runner.progress import make_display
     from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
@@ -46,7 +46,8 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
         if inputs["kind"] == "install" and inputs.get("namespace"):
             spec = type(spec)(spec.release, inputs["namespace"], spec.steps, spec.backend, spec.source)
         impl = _backend(backend, spec.backend, opts)
-        runner = ReleaseRunner(spec, impl, inputs, make_display("json" if dry_run else out), force=force)
+        runner = ReleaseRunner(spec, impl, inputs, make_display("json" if dry_run else out), force=force,
+                               max_parallel=max_parallel, keep_going=keep_going)
         problems = runner.problems()
         if problems:
             for p in problems:
@@ -77,7 +78,8 @@ def one_record(release: str, namespace: str | None, backend: str | None) -> Any:
     return records[0] if records else None
 
 
-def resume(release: str, namespace: str | None, backend: str | None, out: str, opts: list[str]) -> ExitCode:
+def resume(release: str, namespace: str | None, backend: str | None, out: str, opts: list[str],
+           max_parallel: int = 4, keep_going: bool = False) -> ExitCode:
     """Continue a release after its last successful step."""
     from mlrecipe.backends.base import StepState
     from mlrecipe.runner.progress import make_display
@@ -99,7 +101,8 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
             if step.state is StepState.RUNNING and step.handle:
                 impl.cancel_handle(impl.load_handle(step.handle))
                 step.state = StepState.INTERRUPTED
-        return ReleaseRunner(spec, impl, record.inputs, make_display(out)).run()
+        return ReleaseRunner(spec, impl, record.inputs, make_display(out), max_parallel=max_parallel,
+                             keep_going=keep_going).run()
     except MlrecipeError as exc:
         return print_error(exc)
 

@@ -1,4 +1,5 @@
-"""Run a release: steps in order, skipping unchanged successes, persisting state at every change.
+"""Run a release: steps as their dependencies allow (in parallel, bounded), skipping unchanged successes,
+persisting state at every change.
 
 The runner reads only what :mod:`mlrecipe.backends.base` declares: a backend's ``check``, ``plan``,
 ``preflight``, ``submit``, ``cancel_handle`` and ``handle_alive``; a plan's ``notes``, ``node_count`` and
@@ -15,11 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mlrecipe.backends.base import Backend, ReleaseContext, RunningStep, StepOutcome, StepState
+from mlrecipe.backends.base import Backend, ReleaseContext, StepOutcome, StepState
 from mlrecipe.config import release_dir
-from mlrecipe.errors import BackendError, ExitCode, ReleaseBusyError, TransientBackendError
-from mlrecipe.logtail import tail
-from mlrecipe.metrics import read_progress
+from mlrecipe.errors import BackendError, ExitCode, ReleaseBusyError
+from mlrecipe.runner.active import ActiveStep
 from mlrecipe.runner.progress import Display
 from mlrecipe.runner.state import ReleaseRecord, StepRecord, create_time, load_record
 from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
@@ -64,6 +64,8 @@ class ReleaseRunner:
     inputs: dict[str, Any]
     display: Display
     force: bool = False
+    max_parallel: int = 4
+    keep_going: bool = False
     _said: set[str] = field(default_factory=set)
 
     @property
@@ -132,38 +134,72 @@ class ReleaseRunner:
         return self._unchanged_success(step, record) or self._live_server(step, record) is not None
 
     def run(self) -> ExitCode:
-        """Run every step; return the exit code (0, 1 failed, 130 interrupted)."""
+        """Run every step as soon as the steps it depends on are done, at most ``max_parallel`` at a time.
+
+        A failing step stops the steps that depend on it and, unless ``keep_going``, cancels the running
+        ones. Returns the exit code (0, 1 failed, 130 interrupted).
+        """
         record = self._record()
         record.save()
+        sched = _Schedule(self.spec.dependencies(), list(self.spec.steps))
         env = self._base_env()
         with _sigterm_as_interrupt(), self.display:
-            for i, step in enumerate(self.spec.steps):
-                if self._unchanged_success(step, record):
-                    self.display.step_skipped(step.name, "unchanged since its last success; --force re-runs it")
-                    continue
-                url = self._live_server(step, record)
-                if url is not None:
-                    env[url_var(step.name)] = url
-                    self.display.step_skipped(step.name, f"still serving at {url}; --force restarts it")
-                    continue
-                prev = record.steps.get(step.name)
-                if prev is not None and prev.state is StepState.SERVING and prev.handle:
-                    self.backend.cancel_handle(self.backend.load_handle(prev.handle))  # changed, forced or dead
-                upcoming = tuple(s for s in self.spec.steps[i + 1:] if not self.will_skip(s, record))
-                code = self._run_step(step, record, env, upcoming)
-                if code != ExitCode.OK:
-                    return code
-            servers = [s for s in record.steps.values() if s.state is StepState.SERVING and s.name in record.order]
-            record.state = StepState.SERVING if servers else StepState.SUCCEEDED
-            record.driver_pid = None
-            record.save()
-        if servers:
-            where = ", ".join(f"{s.name} at {s.url}" for s in servers)
-            self.display.say(f"release {self.context.address}: serving ({where}); "
-                             f"stop with 'mlrecipe uninstall {self.spec.release}'")
-        else:
-            self.display.say(f"release {self.context.address}: succeeded")
-        return ExitCode.OK
+            try:
+                while sched.waiting or sched.active:
+                    self._start_ready(sched, record, env)
+                    self._look_at_active(sched, record, env)
+                    if sched.failed and not self.keep_going:
+                        self._cancel_all(sched, record, f"cancelled: step {sched.failed[0]} failed",
+                                         StepState.INTERRUPTED)
+                        sched.waiting.clear()
+                    if sched.waiting or sched.active:
+                        time.sleep(TICK_SECONDS)
+            except KeyboardInterrupt:
+                self._cancel_all(sched, record, "stopped by the user", StepState.INTERRUPTED)
+                return self._end(record, StepState.INTERRUPTED, sched)
+        return self._end(record, StepState.FAILED if sched.failed else StepState.SUCCEEDED, sched)
+
+    def _start_ready(self, sched: _Schedule, record: ReleaseRecord, env: dict[str, str]) -> None:
+        """Start (or skip) every waiting step whose dependencies are done, within ``max_parallel``."""
+        for step in list(sched.waiting):
+            if len(sched.active) >= self.max_parallel:
+                return
+            needs = sched.deps[step.name]
+            if needs & sched.stopped:
+                sched.waiting.remove(step)
+                sched.stopped.add(step.name)
+                blockers = ", ".join(sorted(needs & sched.stopped))
+                self.display.step_skipped(step.name, f"not run: it depends on {blockers}")
+                continue
+            if not needs <= sched.done:
+                continue
+            sched.waiting.remove(step)
+            if self._skip(step, record, env):
+                sched.done.add(step.name)
+                continue
+            upcoming = tuple(s for s in sched.waiting if not self.will_skip(s, record))
+            started = self._start(step, record, env, upcoming)
+            if isinstance(started, ActiveStep):
+                sched.active[step.name] = started
+            elif self._finish(record, record.steps[step.name], started, 0.0):
+                sched.done.add(step.name)
+            else:
+                sched.fail(step.name)
+
+    def _skip(self, step: StepSpec, record: ReleaseRecord, env: dict[str, str]) -> bool:
+        """Skip an unchanged success or reuse an unchanged live server; stop a server that is to restart."""
+        if self._unchanged_success(step, record):
+            self.display.step_skipped(step.name, "unchanged since its last success; --force re-runs it")
+            return True
+        url = self._live_server(step, record)
+        if url is not None:
+            env[url_var(step.name)] = url
+            self.display.step_skipped(step.name, f"still serving at {url}; --force restarts it")
+            return True
+        prev = record.steps.get(step.name)
+        if prev is not None and prev.state is StepState.SERVING and prev.handle:
+            self.backend.cancel_handle(self.backend.load_handle(prev.handle))  # changed, forced or dead
+        return False
 
     def _say_notes(self, notes: list[str]) -> None:
         for note in notes:
@@ -171,81 +207,105 @@ class ReleaseRunner:
                 self._said.add(note)
                 self.display.say(f"note: {note}")
 
-    def _run_step(self, step: StepSpec, record: ReleaseRecord, env: dict[str, str],
-                  upcoming: tuple[StepSpec, ...]) -> ExitCode:
+    def _start(self, step: StepSpec, record: ReleaseRecord, env: dict[str, str],
+               upcoming: tuple[StepSpec, ...]) -> ActiveStep | StepOutcome:
+        """Plan and submit ``step``; the running step, or the outcome of a step that could not start."""
         ctx = replace(self.context, upcoming=upcoming)
         rec = StepRecord(step.name, step.chart.name, StepState.RUNNING, step.content_hash, time.time())
         record.steps[step.name] = rec
         plan = self.backend.plan(step, ctx, env)
         problems = self.backend.preflight(plan)
         if problems:
-            return self._finish(record, rec, StepOutcome(StepState.FAILED, None, "; ".join(problems)), 0.0)
+            return StepOutcome(StepState.FAILED, None, "; ".join(problems))
         self._say_notes(plan.notes)
-        started = time.monotonic()
         self.display.step_started(step.name, step.chart.name, plan.node_count)
-        running: RunningStep[Any] | None = None
         try:
             running = self.backend.submit(plan, ctx)
-            rec.handle = running.handle.to_json()
-            record.save()
-            outcome = self._watch(step, running, started, rec)
-            rec.handle = running.handle.to_json()
         except BackendError as exc:
-            outcome = StepOutcome(StepState.FAILED, None, f"{'submission' if running is None else 'backend'} "
-                                  f"failed: {exc}")
-            if running is not None:
-                with contextlib.suppress(BackendError):
-                    running.cancel()
-        except KeyboardInterrupt:
-            if running is not None:
-                running.cancel()
-            outcome = StepOutcome(StepState.INTERRUPTED, None, "stopped by the user")
-        if outcome.state is StepState.SERVING and outcome.url is not None:
-            rec.url = outcome.url
-            env[url_var(step.name)] = outcome.url
-            outcome.message = f"ready at {outcome.url}; {url_var(step.name)} is set for later steps"
-        return self._finish(record, rec, outcome, time.monotonic() - started)
+            return StepOutcome(StepState.FAILED, None, f"submission failed: {exc}")
+        rec.handle = running.handle.to_json()
+        record.save()
+        return ActiveStep(step, rec, running, time.monotonic(), self.backend.log_path(ctx, step.name, 0),
+                          self.backend.metrics_path(ctx, step.name), self.backend.options.retry_seconds)
 
-    def _watch(self, step: StepSpec, running: RunningStep[Any], started: float, rec: StepRecord) -> StepOutcome:
-        """Wait for the step to settle, showing its progress; a backend that cannot answer is asked again for
-        ``retry_seconds``."""
-        log = self.backend.log_path(self.context, step.name, 0)
-        metrics = self.backend.metrics_path(self.context, step.name)
-        failing_since: float | None = None
-        while True:
+    def _look_at_active(self, sched: _Schedule, record: ReleaseRecord, env: dict[str, str]) -> None:
+        """One look at every running step: progress on the display, outcomes recorded."""
+        for name, active in list(sched.active.items()):
             try:
-                outcome = running.settled()
-                failing_since, note = None, running.progress_note()
-            except TransientBackendError as exc:
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since > self.backend.options.retry_seconds:
-                    raise BackendError(f"{exc} (still failing after {now - failing_since:.0f} s)") from exc
-                outcome, note = None, f"retrying: {exc}"
-            progress = read_progress(metrics)
-            if progress is not None:
-                rec.progress = progress.to_json()
-            if outcome is not None:
-                return outcome
-            lines = tail(log, 1)
-            self.display.tick(step.name, time.monotonic() - started, note or (lines[-1] if lines else ""), progress)
-            time.sleep(TICK_SECONDS)
+                outcome, note, progress = active.look()
+            except BackendError as exc:
+                with contextlib.suppress(BackendError):
+                    active.running.cancel()
+                outcome, note, progress = StepOutcome(StepState.FAILED, None, f"backend failed: {exc}"), "", None
+            if outcome is None:
+                self.display.tick(name, active.elapsed, note, progress)
+                continue
+            del sched.active[name]
+            active.rec.handle = active.running.handle.to_json()
+            if outcome.state is StepState.SERVING and outcome.url is not None:
+                active.rec.url = outcome.url
+                env[url_var(name)] = outcome.url
+                outcome.message = f"ready at {outcome.url}; {url_var(name)} is set for later steps"
+            if self._finish(record, active.rec, outcome, active.elapsed):
+                sched.done.add(name)
+            else:
+                sched.fail(name)
 
-    def _finish(self, record: ReleaseRecord, rec: StepRecord, outcome: StepOutcome, elapsed: float) -> ExitCode:
+    def _cancel_all(self, sched: _Schedule, record: ReleaseRecord, why: str, state: StepState) -> None:
+        """Stop every running step (their records say why)."""
+        for name, active in list(sched.active.items()):
+            with contextlib.suppress(BackendError):
+                active.running.cancel()
+            del sched.active[name]
+            self._finish(record, active.rec, StepOutcome(state, None, why), active.elapsed)
+            sched.stopped.add(name)
+
+    def _end(self, record: ReleaseRecord, state: StepState, sched: _Schedule) -> ExitCode:
+        """Record how the release ended and say it; the exit code."""
+        servers = [s for s in record.steps.values() if s.state is StepState.SERVING and s.name in record.order]
+        if state is StepState.SUCCEEDED and servers:
+            state = StepState.SERVING
+        record.state = state
+        record.driver_pid = None
+        record.save()
+        address = self.context.address
+        if state is StepState.SERVING:
+            where = ", ".join(f"{s.name} at {s.url}" for s in servers)
+            self.display.say(f"release {address}: serving ({where}); stop with 'mlrecipe uninstall "
+                             f"{self.spec.release}'")
+            return ExitCode.OK
+        if state is StepState.SUCCEEDED:
+            self.display.say(f"release {address}: succeeded")
+            return ExitCode.OK
+        at = sched.failed[0] if sched.failed else next(iter(sorted(sched.stopped)), "")
+        self.display.say(f"release {address}: {state} at step {at}")
+        if servers:
+            self.display.say(f"servers still up: {', '.join(s.name for s in servers)}; stop them with "
+                             f"'mlrecipe uninstall {self.spec.release}'")
+        return ExitCode.INTERRUPTED if state is StepState.INTERRUPTED else ExitCode.FAILED
+
+    def _finish(self, record: ReleaseRecord, rec: StepRecord, outcome: StepOutcome, elapsed: float) -> bool:
+        """Record a step's outcome and show it; whether the step did what it should."""
         rec.state = outcome.state
         rec.exit_code = outcome.exit_code
         rec.message = outcome.message
         rec.ended = time.time()
         self.display.step_finished(rec.name, outcome, elapsed)
-        if outcome.state.ok:
-            record.save()
-            return ExitCode.OK
-        record.state = outcome.state
-        record.driver_pid = None
         record.save()
-        self.display.say(f"release {self.context.address}: {outcome.state} at step {rec.name}")
-        up = [s.name for s in record.steps.values() if s.state is StepState.SERVING]
-        if up:
-            self.display.say(f"servers still up: {', '.join(up)}; stop them with 'mlrecipe uninstall "
-                             f"{self.spec.release}'")
-        return ExitCode.INTERRUPTED if outcome.state is StepState.INTERRUPTED else ExitCode.FAILED
+        return outcome.state.ok
+
+
+@dataclass
+class _Schedule:
+    """Where every step of a run is: waiting, running, done (ok), failed, or stopped (not run or cancelled)."""
+
+    deps: dict[str, frozenset[str]]
+    waiting: list[StepSpec]
+    active: dict[str, ActiveStep] = field(default_factory=dict)
+    done: set[str] = field(default_factory=set)
+    failed: list[str] = field(default_factory=list)
+    stopped: set[str] = field(default_factory=set)
+
+    def fail(self, name: str) -> None:
+        self.failed.append(name)
+        self.stopped.add(name)

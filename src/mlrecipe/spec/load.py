@@ -97,6 +97,14 @@ class ReleaseSpec:
                 return s
         raise KeyError(name)
 
+    def dependencies(self) -> dict[str, frozenset[str]]:
+        """Step name -> the steps it waits for: its ``depends_on`` when any step declares one, else the
+        previous step (a pipeline without ``depends_on`` runs in file order)."""
+        if any(s.depends_on for s in self.steps):
+            return {s.name: frozenset(s.depends_on) for s in self.steps}
+        names = [s.name for s in self.steps]
+        return {name: frozenset(names[i - 1:i]) for i, name in enumerate(names)}
+
 
 def _chart_rules(recipe: Recipe, values: dict[str, Any], chart: ChartInfo, sources: ValueSources) -> list[SpecIssue]:
     issues: list[SpecIssue] = []
