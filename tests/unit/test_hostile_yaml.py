@@ -158,3 +158,18 @@ def test_duplicate_keys_still_reported_with_their_line() -> None:
     with pytest.raises(SpecError) as info:
         parse_yaml("train:\n  command: [a]\n  command: [b]\n", "dup.yaml")
     assert str(info.value) == "dup.yaml:3: train.command: duplicate key"
+
+
+def test_doctor_and_values_files_use_the_hardened_loader(tmp_path: Path) -> None:
+    from mlrecipe.errors import SpecError
+    from mlrecipe.helm.render import load_values_file
+
+    bomb = tmp_path / "laughs.yaml"
+    bomb.write_text(_billion_laughs())
+    with pytest.raises(SpecError):
+        load_values_file(bomb)
+    start = time.monotonic()
+    result = subprocess.run([str(BIN / "mlrecipe"), "doctor", "-f", str(bomb)], capture_output=True, text=True,
+                            env=cli_env(tmp_path / "home"), timeout=60, check=False)
+    assert result.returncode == 2 and "YAML document refused" in result.stderr
+    assert time.monotonic() - start < FAST

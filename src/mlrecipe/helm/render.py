@@ -166,8 +166,10 @@ def render_text(chart_dir: Path, values: dict[str, Any], release: str, namespace
 
 
 def load_values_file(path: Path) -> dict[str, Any]:
-    """Read a values file (YAML mapping; empty file -> {})."""
-    data = parse_yaml(Path(path).read_text()) or {}
+    """Read a values file (YAML mapping; empty file -> {}) through the hardened loader."""
+    from mlrecipe.spec.yamlfile import load_yaml
+
+    data = load_yaml(path).data or {}
     if not isinstance(data, dict):
         raise ChartRenderError(str(path), "a values file must hold a mapping")
     return data

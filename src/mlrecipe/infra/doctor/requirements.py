@@ -1,4 +1,4 @@
-"""What a recipe (or pipeline) needs from a backend, read from its YAML with nothing but pyyaml.
+"""What a recipe (or pipeline) needs from a backend, read from its YAML (through the hardened loader of the spec).
 
 Packages come from the ``framework:`` key, the structured ``launcher``, the ``ray`` / ``mpirun`` /
 ``engine`` blocks and the words of the command blocks (torchrun -> torch, accelerate -> accelerate,
@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from mlrecipe.errors import RecipeInputError
+from mlrecipe.errors import RecipeInputError, SpecError
 
 
 @dataclass(frozen=True)
@@ -213,11 +211,14 @@ def requirements_of_recipe(recipe: dict[str, Any], chart: str | None = None) -> 
 
 
 def _read_yaml(path: Path) -> Any:
+    """The file's data through the hardened loader (alias bombs, depth and size are refused)."""
+    from mlrecipe.spec.yamlfile import load_yaml
+
     if not path.is_file():
         raise RecipeInputError(f"recipe file not found: {path}")
     try:
-        return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        return load_yaml(path).data
+    except SpecError as exc:
         raise RecipeInputError(f"cannot read recipe file {path}: {exc}") from None
 
 
