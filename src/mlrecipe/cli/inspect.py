@@ -54,9 +54,9 @@ def _plan_all(spec: Any, backend: str | None, opts: list[str]) -> str | None:
 
     try:
         runner = ReleaseRunner(spec, _backend(backend, None, opts), {}, QuietDisplay())
-    except SpecError:
-        raise
     except UserError as exc:
+        if isinstance(exc, SpecError):
+            raise
         raise SpecError.single("--backend", str(exc)) from None
     problems = runner.problems()
     if problems:
@@ -102,15 +102,11 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def _server_checks(record: Any, opts: list[str]) -> dict[str, str]:
+def _server_checks(record: Any, impl: Any) -> dict[str, str]:
     """For each serving step of ``record``: whether its server is still up (asked of the backend)."""
     from mlrecipe.backends.base import StepState
-    from mlrecipe.cli.execute import _backend
 
     serving = [s for s in record.steps.values() if s.state is StepState.SERVING and s.handle]
-    if not serving:
-        return {}
-    impl = _backend(record.backend, None, opts)
     out = {}
     for s in serving:
         try:
@@ -120,16 +116,12 @@ def _server_checks(record: Any, opts: list[str]) -> dict[str, str]:
     return out
 
 
-def _live_progress(record: Any, opts: list[str]) -> None:
+def _live_progress(record: Any, impl: Any) -> None:
     """Refresh the progress of ``record``'s running steps from their metrics files (in place)."""
     from mlrecipe.backends.base import ReleaseContext, StepState
-    from mlrecipe.cli.execute import _backend
     from mlrecipe.metrics import read_progress
 
     running = [s for s in record.steps.values() if s.state is StepState.RUNNING]
-    if not running:
-        return
-    impl = _backend(record.backend, None, opts)
     ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
     for step in running:
         progress = read_progress(impl.metrics_path(ctx, step.name))
@@ -140,7 +132,7 @@ def _live_progress(record: Any, opts: list[str]) -> None:
 def status(release: str | None, namespace: str | None, backend: str | None, out: str,
            opts: list[str]) -> ExitCode:
     """Show one release in detail (asking the backend whether its servers are up), or all in a table."""
-    from mlrecipe.cli.execute import summary
+    from mlrecipe.cli.execute import _backend, summary
     from mlrecipe.runner.state import all_records, find_records
 
     try:
@@ -151,9 +143,11 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             records = find_records(addr.release, addr.namespace, addr.backend)
             if not records:
                 return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
-            checks = {(r.backend, r.namespace, r.release): _server_checks(r, opts) for r in records}
-            for r in records:
-                _live_progress(r, opts)
+            checks = {}
+            for r in records:  # one backend per release answers both questions
+                impl = _backend(r.backend, None, opts)
+                checks[(r.backend, r.namespace, r.release)] = _server_checks(r, impl)
+                _live_progress(r, impl)
     except MlrecipeError as exc:
         return print_error(exc)
     if out == "json":
