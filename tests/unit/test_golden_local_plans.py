@@ -46,7 +46,7 @@ def normalize(text: str, home: Path) -> str:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_local_plan_golden(name: str, mlhome: Path, update_golden: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("mlrecipe.backends.local.backend.gpu_count", lambda: 0)
+    monkeypatch.setattr("mlrecipe.backends.local.backend.visible_gpus", lambda: [])
     monkeypatch.setattr("mlrecipe.backends.local.backend.known_images",
                         lambda: dict.fromkeys(SERVING_IMAGES, REPO / ".venv-vllm"))
     monkeypatch.delenv("MLRECIPE_IMAGES", raising=False)

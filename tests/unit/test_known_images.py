@@ -44,7 +44,7 @@ def test_a_rayserve_step_in_an_environment_without_ray_fails_before_it_starts(ml
         pytest.skip("this interpreter has ray: the test needs an environment without it")
     env = {**cli_env(mlhome), images.IMAGES_VAR: f"rayproject/ray:2.52.1-py311-gpu={sys.prefix}"}
     done = subprocess.run([str(BIN / "mlrecipe"), "install", "llm", "serving/rayserve", "-f",
-                           str(EXAMPLES / "eks" / "serving" / "rayserve-vllm.yaml")],
+                           str(EXAMPLES / "eks" / "serving" / "rayserve-vllm.yaml"), "-B", "gpus=cpu"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 1
     assert "needs the Python package 'ray'" in done.stdout

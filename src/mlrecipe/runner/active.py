@@ -27,6 +27,7 @@ class ActiveStep:
     metrics: Path | None
     retry_seconds: float
     failing_since: float | None = None
+    waiting: str = ""  #: the backend's reason for no progress at the last look (``progress_note``), or ""
 
     @property
     def elapsed(self) -> float:
@@ -47,6 +48,7 @@ class ActiveStep:
             if now - self.failing_since > self.retry_seconds:
                 raise BackendError(f"{exc} (still failing after {now - self.failing_since:.0f} s)") from exc
             outcome, note = None, f"retrying: {exc}"
+        self.waiting = note
         progress = read_progress(self.metrics)
         if progress is not None:
             self.rec.progress = progress.to_json()

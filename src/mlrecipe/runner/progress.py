@@ -26,6 +26,7 @@ class Display:
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self._shown: dict[str, tuple[float, str]] = {}
+        self._noted: dict[str, float] = {}
 
     def say(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -50,6 +51,13 @@ class Display:
         if str(progress) != text and elapsed - when >= self.PROGRESS_EVERY:
             self._shown[name] = (elapsed, str(progress))
             self.say(f"    {name}: {progress}")
+
+    def step_waiting(self, name: str, elapsed: float, why: str) -> None:
+        """A running step makes no progress for a reason the backend gives (GPUs held elsewhere, pods pending);
+        plain output prints it at once, then every ``PROGRESS_EVERY`` s."""
+        if elapsed - self._noted.get(name, -self.PROGRESS_EVERY) >= self.PROGRESS_EVERY:
+            self._noted[name] = elapsed
+            self.say(f"    {name}: {why}")
 
     def step_finished(self, name: str, outcome: StepOutcome, elapsed: float) -> None:
         if outcome.state is StepState.SERVING:
@@ -119,6 +127,9 @@ class LiveDisplay(Display):
     def step_skipped(self, name: str, reason: str) -> None:
         self.rows[name] = ["", StepState.SKIPPED.value, "", reason]
         self._refresh()
+
+    def step_waiting(self, name: str, elapsed: float, why: str) -> None:
+        """The step's row already shows why it waits."""
 
     def tick(self, name: str, elapsed: float, last_line: str, progress: Progress | None = None) -> None:
         if name in self.rows:

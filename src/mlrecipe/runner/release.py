@@ -238,6 +238,8 @@ class ReleaseRunner:
                     active.running.cancel()
                 outcome, note, progress = StepOutcome(StepState.FAILED, None, f"backend failed: {exc}"), "", None
             if outcome is None:
+                if active.waiting:
+                    self.display.step_waiting(name, active.elapsed, active.waiting)
                 self.display.tick(name, active.elapsed, note, progress)
                 continue
             del sched.active[name]

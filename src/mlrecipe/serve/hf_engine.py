@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import threading
 import time
 import uuid
@@ -69,7 +70,9 @@ class Engine:
         self.causal = any(a.endswith("ForCausalLM") for a in config.architectures or [])
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         cls = AutoModelForCausalLM if self.causal else AutoModel
-        self.model = cls.from_pretrained(model_dir).eval()
+        use_cuda = torch.cuda.is_available() and os.environ.get("MLRECIPE_DEVICE") != "cpu"
+        self.device = torch.device("cuda", 0) if use_cuda else torch.device("cpu")
+        self.model = cls.from_pretrained(model_dir).eval().to(self.device)
         self.context = int(getattr(config, "max_position_embeddings", 2048))
         self.eos = self.tokenizer.eos_token_id
         if chat_template:
@@ -81,9 +84,9 @@ class Engine:
     # -- generation (worker thread) --------------------------------------------------------------------
     def generate(self, ids: list[int], p: dict[str, Any], on_text=None, cancel: threading.Event | None = None):
         torch = self.torch
-        gen = torch.Generator().manual_seed(p["seed"]) if p["seed"] is not None else None
+        gen = torch.Generator(self.device).manual_seed(p["seed"]) if p["seed"] is not None else None
         past, out_ids, text, finish = None, [], "", "length"
-        inputs = torch.tensor([ids])
+        inputs = torch.tensor([ids], device=self.device)
         with torch.inference_mode():
             for _ in range(p["max_tokens"]):
                 if cancel is not None and cancel.is_set():
@@ -119,12 +122,13 @@ class Engine:
                     break
                 if on_text and delta:
                     on_text(delta)
-                inputs = torch.tensor([[token]])
+                inputs = torch.tensor([[token]], device=self.device)
         return text, len(out_ids), finish
 
     def embed(self, texts: list[str]) -> tuple[list[list[float]], int]:
         torch = self.torch
         batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.context, return_tensors="pt")
+        batch = batch.to(self.device)
         with torch.inference_mode():
             hidden = self.model(**batch).last_hidden_state
         mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)

@@ -20,6 +20,11 @@ ACCELERATE = (
     "--num_machines $PET_NNODES --num_processes $((PET_NNODES * PET_NPROC_PER_NODE))"
     " --machine_rank $PET_NODE_RANK --main_process_ip $PET_MASTER_ADDR --main_process_port $PET_MASTER_PORT"
 )
+#: The node's GPU slice and the precision its devices support, where the backend sets them (local backend).
+ACCELERATE_DEVICES = (
+    "${MLRECIPE_GPU_IDS:+--gpu_ids $MLRECIPE_GPU_IDS}"
+    " ${MLRECIPE_MIXED_PRECISION:+--mixed_precision $MLRECIPE_MIXED_PRECISION}"
+)
 MPIRUN = "-np $((PET_NNODES * PET_NPROC_PER_NODE)) ${MLRECIPE_HOSTFILE:+--hostfile $MLRECIPE_HOSTFILE}"
 
 
@@ -32,7 +37,7 @@ def expand_launcher(launcher: Launcher, kind: StepKind) -> tuple[list[str], list
         return ["torchrun"], [flags, *options, *target]
     if launcher.type == "accelerate":
         multi = "$( [ $((PET_NNODES * PET_NPROC_PER_NODE)) -gt 1 ] && echo --multi_gpu )"
-        return ["accelerate", "launch"], [ACCELERATE, multi, *options, *target]
+        return ["accelerate", "launch"], [ACCELERATE, multi, ACCELERATE_DEVICES, *options, *target]
     if launcher.type == "mpirun":
         return ["mpirun"], [MPIRUN, *options, "python3", *target]
     return ["python3"], [*options, *target]

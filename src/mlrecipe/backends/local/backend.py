@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 from mlrecipe.backends.base import Backend, ReleaseContext
 from mlrecipe.backends.common import contract_env, free_port, recipe_env, step_program
+from mlrecipe.backends.host.devices import Gpu, neuron_devices, visible_gpus
 from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
-from mlrecipe.backends.host.launch_env import device_env, mpi_env
+from mlrecipe.backends.host.launch_env import mpi_env
 from mlrecipe.backends.host.launches import host_launch
 from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
 from mlrecipe.backends.host.volumes import mount_problems, plan_mounts, prepare_mounts, wrap_argv
 from mlrecipe.backends.local import procs
+from mlrecipe.backends.local.devices import fit_problems, plan_devices
+from mlrecipe.backends.local.gpu_lease import busy_message, is_free
 from mlrecipe.backends.local.handle import LocalHandle
 from mlrecipe.backends.local.options import RANKS_PER_CPU, LocalOptions
 from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch, ServerLaunch
@@ -37,17 +39,6 @@ from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
 
-def gpu_count() -> int:
-    """Number of NVIDIA GPUs visible here (0 without ``nvidia-smi``)."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
-
-
 class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
     """Runs steps as local process groups; see the module docstring."""
 
@@ -55,12 +46,23 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
     kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI, StepKind.SERVER})
     options_type = LocalOptions
     handle_type = LocalHandle
+    _gpus: list[Gpu] | None = None
+
+    def gpus(self) -> list[Gpu]:
+        """The GPUs this machine shows (read once per backend)."""
+        if self._gpus is None:
+            self._gpus = visible_gpus()
+        return self._gpus
+
+    def neuron_cores(self) -> int:
+        return neuron_devices() * self.options.neuron_cores_per_device
 
     def check(self, step: StepSpec) -> list[str]:
         problems = super().check(step)
         if step.chart.kind is StepKind.MPI and shutil.which("mpirun") is None:
             problems.append(f"chart {step.chart.name} needs Open MPI's mpirun on PATH (apt-get install openmpi-bin)")
-        return problems + self._rank_problems(step) + server_problems(step, self.name)
+        devices = fit_problems(step, self.options, self.gpus(), self.neuron_cores())
+        return problems + self._rank_problems(step) + devices + server_problems(step, self.name)
 
     def _rank_problems(self, step: StepSpec) -> list[str]:
         res = step.recipe.resources
@@ -97,8 +99,12 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
             mounts, files = mounts + launch.mounts, launch.files
             notes += launch.notes
         launches = 1 if step.chart.kind is StepKind.MPI else step.recipe.resources.nnodes
+        lease_dir = self.options.lease_dir()
+        devices = plan_devices(step, self.options, self.gpus(), lambda gpu: is_free(lease_dir, gpu), launches,
+                               self.neuron_cores())
+        notes += devices.notes
         extra = {**volume_env, "PATH": f"{python.bin_dir}:{os.environ.get('PATH', '')}", **python.env(),
-                 **(env or {}), **device_env(gpu_count() > 0)}
+                 **(env or {})}
         if step.chart.kind is StepKind.MPI:  # one launcher: mpirun starts every rank on this machine
             extra["MLRECIPE_HOSTFILE"] = str(step_dir / "hostfile")
             extra.update({k: v for k, v in mpi_env().items() if k not in extra})
@@ -115,6 +121,7 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         for rank in range(launches):
             node_env = {
                 **extra,
+                **devices.node_env(rank),
                 **user_env,
                 **contract_env(step, ctx, rank, "127.0.0.1", port),
                 "HOSTNAME": f"{ctx.release}-{step.name}-{rank}"[:63],
@@ -135,6 +142,8 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
             files=files,
             python=python,
             needs=step.chart.host_needs,
+            devices=devices,
+            release=ctx.release,
         )
 
     def preflight(self, plan: LocalPlan) -> list[str]:
@@ -142,7 +151,8 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         return mount_problems(plan.mounts) + environment_problems(plan.python, plan.needs, f"chart {plan.chart}")
 
     def submit(self, plan: LocalPlan, ctx: ReleaseContext) -> LocalRunningStep:
-        running = LocalRunningStep(plan, uuid.uuid4().hex[:12], self.options.stop_grace_seconds)
+        running = LocalRunningStep(plan, uuid.uuid4().hex[:12], self.options.stop_grace_seconds,
+                                   self.options.lease_dir())
         try:
             prepare_mounts(plan.mounts)
             if plan.scratch is not None:
@@ -150,7 +160,11 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
             plan.write_program()
             if "MLRECIPE_HOSTFILE" in plan.nodes[0].env:
                 self._write_hostfile(plan)
-            running.start()
+            busy = running.take_gpus()
+            if busy and self.options.gpu_busy == "refuse":
+                raise BackendError(f"{busy_message(busy)}; --backend-opt gpu_busy=wait waits for them")
+            if not busy:
+                running.start()  # else it starts once its GPUs are free (LocalRunningStep.poll)
         except OSError as exc:  # a volume that cannot be created, a runtime that cannot start
             running.cancel()
             raise BackendError(f"cannot start the step's processes: {exc}") from exc

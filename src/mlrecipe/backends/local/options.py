@@ -6,6 +6,8 @@ Example::
       root: /data/mlrecipe-volumes      # where the pvc volumes (/fsx, /efs) live on this machine
       images: {vllm/vllm-openai:latest: /opt/venvs/vllm}
       stop_grace_seconds: 10
+      gpus: auto                         # auto | requested | strict | cpu
+      gpu_busy: wait                     # a GPU another release holds: wait for it, or refuse the step
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from mlrecipe.backends.base import BackendOptions
 from mlrecipe.config import default_volume_root
 
 RANKS_PER_CPU = 8
+DEFAULT_LEASE_DIR = Path("/tmp/mlrecipe-gpu-leases")
 
 
 class LocalOptions(BackendOptions):
@@ -44,6 +47,28 @@ class LocalOptions(BackendOptions):
     max_ranks: int | None = Field(
         None, ge=1, description=f"Most ranks (nnodes x nproc_per_node) one step may start here (default "
         f"{RANKS_PER_CPU} per CPU); a step asking for more is refused before it starts")
+
+    gpus: Literal["auto", "requested", "strict", "cpu"] = Field(
+        "auto", description="Which steps get GPUs. auto: steps that request nvidia.com/gpu get that many per node "
+        "(refused when they do not fit; on a machine without GPUs they run on CPU, with a note), and training and "
+        "serving steps that request none get one GPU per process when that many are free (else CPU); requested: "
+        "only steps that request GPUs get them; strict: as requested, and a request is refused on a machine "
+        "without GPUs too; cpu: every step runs on CPU")
+    share_gpus: bool = Field(
+        False, description="Let the nodes of a step share GPUs when it requests more than are visible (node i "
+        "gets the next GPUs round the ring). NCCL refuses two ranks on one GPU: for gloo or one process per node")
+    gpu_busy: Literal["wait", "refuse"] = Field(
+        "wait", description="A step whose GPUs another release holds: wait until they are free (the display "
+        "says for what), or refuse it")
+    gpu_lease_dir: str | None = Field(
+        None, description="Directory of the machine-wide GPU lease files, shared by every release and user "
+        "(default /tmp/mlrecipe-gpu-leases)")
+    neuron_cores_per_device: int = Field(
+        2, ge=1, description="NeuronCores per Neuron device (2 on trn1 and inf2), to turn an "
+        "aws.amazon.com/neuron request into NEURON_RT_VISIBLE_CORES")
+
+    def lease_dir(self) -> Path:
+        return Path(self.gpu_lease_dir).expanduser() if self.gpu_lease_dir else DEFAULT_LEASE_DIR
 
     def volume_root(self) -> Path:
         return Path(self.root).expanduser() if self.root else default_volume_root()

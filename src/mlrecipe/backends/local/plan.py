@@ -12,6 +12,7 @@ from mlrecipe.backends.base import Plan
 from mlrecipe.backends.host.images import PythonEnvironment
 from mlrecipe.backends.host.serving import Readiness
 from mlrecipe.backends.host.volumes import Mount
+from mlrecipe.backends.local.devices import DevicePlan
 from mlrecipe.runtime import step_runtime
 from mlrecipe.secrets import redact_env
 
@@ -59,6 +60,8 @@ class LocalPlan(Plan):
     files: dict[Path, str] = field(default_factory=dict)
     python: PythonEnvironment = field(default_factory=lambda: PythonEnvironment(None))
     needs: tuple[str, ...] = ()  #: packages the chart needs in ``python``
+    devices: DevicePlan = field(default_factory=lambda: DevicePlan([]))  #: each node's GPUs, the GPU lease
+    release: str = ""
 
     @property
     def node_count(self) -> int:
@@ -86,7 +89,9 @@ class LocalPlan(Plan):
         out.append("# script run by the step runtime in every node:")
         out.append(self.script.rstrip("\n"))
         for node in self.nodes:
-            out.append(f"# node {node.rank}: log {node.log_path}")
+            gpus = self.devices.nodes[node.rank] if node.rank < len(self.devices.nodes) else ()
+            where = ", ".join(g.describe() for g in gpus) if gpus else "CPU"
+            out.append(f"# node {node.rank}: devices {where}; log {node.log_path}")
             shown = sorted(redact_env(node.env).items())
             out.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in shown) + " \\")
             out.append("  " + shlex.join(node.argv))

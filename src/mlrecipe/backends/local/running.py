@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from pathlib import Path
 
 from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
+from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.serving import ReadinessWatcher
 from mlrecipe.backends.local import procs
+from mlrecipe.backends.local.gpu_lease import GpuLease, Holder, busy_message
 from mlrecipe.backends.local.handle import LocalHandle, NodeProcess, ServerAddress
 from mlrecipe.backends.local.plan import LocalPlan
 from mlrecipe.logtail import tail
@@ -16,8 +20,13 @@ from mlrecipe.logtail import tail
 class LocalRunningStep(RunningStep[LocalHandle]):
     """The node processes of one local step (a server's outlive the CLI until ``uninstall``)."""
 
-    def __init__(self, plan: LocalPlan, run_id: str, grace: float) -> None:
+    def __init__(self, plan: LocalPlan, run_id: str, grace: float, lease_dir: Path) -> None:
         self.plan = plan
+        gpus = plan.devices.lease
+        self.lease = GpuLease(lease_dir, gpus, plan.release, plan.step) if gpus else None
+        self.started = False
+        self._waiting_since: float | None = None
+        self._wait_note = ""
         self.grace = grace
         self.popens: list[subprocess.Popen[bytes]] = []
         self.handle = LocalHandle(run_id=run_id)
@@ -28,7 +37,20 @@ class LocalRunningStep(RunningStep[LocalHandle]):
             self.handle.server = ServerAddress(url=self.server.url, health=self.server.health_url)
             self.watcher = ReadinessWatcher(self.server.readiness)
 
+    def take_gpus(self) -> list[tuple[Gpu, Holder | None]]:
+        """Lease the step's GPUs: the busy ones and their holders (empty when held, or none needed)."""
+        if self.lease is None:
+            return []
+        busy = self.lease.acquire()
+        if busy:
+            self._waiting_since = self._waiting_since or time.monotonic()
+            waited = time.monotonic() - self._waiting_since
+            self._wait_note = f"waiting {waited:.0f} s for its GPUs: {busy_message(busy)}"
+        return busy
+
     def start(self) -> None:
+        """Start every node (handing them the GPU lease, which the CLI then lets go of)."""
+        fds = self.lease.fds if self.lease is not None else []
         base = dict(os.environ)
         for node in self.plan.nodes:
             node.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,12 +62,17 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    pass_fds=fds,
                     start_new_session=True,
                     # a server outlives the CLI (until uninstall); other steps die with it
                     preexec_fn=None if self.server is not None else procs.die_with_parent,
                 )
             self.popens.append(p)
             self.handle.nodes.append(NodeProcess(rank=node.rank, pid=p.pid, created=procs.create_time(p.pid)))
+        self.started = True
+        self._wait_note = ""
+        if self.lease is not None:
+            self.lease.close()
         if self.watcher is not None:
             self.watcher.start_clock()
 
@@ -56,6 +83,15 @@ class LocalRunningStep(RunningStep[LocalHandle]):
     def poll(self) -> StepOutcome | None:
         if self._outcome is not None:
             return self._outcome
+        if not self.started:
+            if self.take_gpus():
+                return None
+            try:
+                self.start()
+            except OSError as exc:
+                self._outcome = StepOutcome(StepState.FAILED, None, f"cannot start the step's processes: {exc}")
+                self.cancel()
+                return self._outcome
         codes = [p.poll() for p in self.popens]
         failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
         ready = self.watcher is not None and self.watcher.ready
@@ -75,12 +111,18 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                                              "longer)")
         return self._outcome
 
+    def progress_note(self) -> str:
+        """While the step waits for GPUs another release holds: for which, and since when."""
+        return "" if self.started else self._wait_note
+
     def ready_url(self) -> str | None:
         """The server's URL once ``GET`` on its health path answers 2xx (probes at most once per period)."""
-        if self.watcher is None or self.server is None or self._outcome is not None:
+        if self.watcher is None or self.server is None or self._outcome is not None or not self.started:
             return None
         return self.watcher.check(self.server.url)
 
     def cancel(self) -> None:
+        if self.lease is not None:
+            self.lease.close()
         procs.stop_run(self.handle, self.grace, self.popens)
 

@@ -21,12 +21,13 @@ from pathlib import Path
 
 from mlrecipe.backends.base import Backend, ReleaseContext
 from mlrecipe.backends.common import contract_env, recipe_env, step_program
+from mlrecipe.backends.host import resources
 from mlrecipe.backends.host.images import ImageEnvironments
 from mlrecipe.backends.host.launch_env import device_env, mpi_env
 from mlrecipe.backends.host.launches import host_launch
 from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
 from mlrecipe.backends.host.volumes import Mount, mount_problems, plan_mounts, prepare_mounts, wrap_argv
-from mlrecipe.backends.slurm import chain, resources, scontrol
+from mlrecipe.backends.slurm import chain, scontrol
 from mlrecipe.backends.slurm.handle import SlurmHandle
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.plan import SlurmPlan

@@ -1,6 +1,7 @@
-"""Translate the recipe's Kubernetes-style ``resources`` into the Slurm options that have an equivalent.
+"""Read the recipe's Kubernetes-style ``resources`` as numbers: CPUs, memory, GPUs and Neuron devices per node.
 
-``requests`` win over ``limits`` (a Slurm allocation is a request); values are per node, as on a pod.
+``requests`` win over ``limits`` (a Slurm allocation, a local slice are requests); values are per node, as on a
+pod. The Slurm backend maps them to sbatch options, the local backend to each node's device slice.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import re
 from mlrecipe.errors import ResourceError
 from mlrecipe.spec.recipe import Resources
 
-__all__ = ["ResourceError", "cpus", "gpus", "memory_mb", "unmapped"]
+__all__ = ["ResourceError", "cpus", "gpus", "memory_mb", "neuron_cores", "neuron_devices", "unmapped"]
 
 GPU_KEYS = ("nvidia.com/gpu", "amd.com/gpu", "gpu")
+NEURON_DEVICE_KEYS = ("aws.amazon.com/neuron", "aws.amazon.com/neurondevice")
+NEURON_CORE_KEY = "aws.amazon.com/neuroncore"
 _SUFFIX = {
     "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
@@ -54,11 +57,25 @@ def memory_mb(resources: Resources) -> int | None:
 
 def gpus(resources: Resources) -> int | None:
     """GPUs per node."""
-    for key in GPU_KEYS:
+    return _count(resources, GPU_KEYS)
+
+
+def _count(resources: Resources, keys: tuple[str, ...]) -> int | None:
+    for key in keys:
         raw = _value(resources, key)
         if raw is not None:
             return int(_parse(raw, key))
     return None
+
+
+def neuron_devices(resources: Resources) -> int | None:
+    """Neuron devices per node (``aws.amazon.com/neuron`` or ``neurondevice``)."""
+    return _count(resources, NEURON_DEVICE_KEYS)
+
+
+def neuron_cores(resources: Resources) -> int | None:
+    """NeuronCores per node (``aws.amazon.com/neuroncore``)."""
+    return _count(resources, (NEURON_CORE_KEY,))
 
 
 def unmapped(resources: Resources) -> list[str]:
