@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The pinned CPU wheel first: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==$(TORCH_VERSION) numpy
-	$(BIN)/pip install -q -e '.[ml,kubernetes,dev]'
+	$(BIN)/pip install -q -e '.[ml,frameworks,kubernetes,dev]'
 	touch $@
 
 venv: $(STAMP)
