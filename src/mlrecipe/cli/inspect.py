@@ -34,10 +34,13 @@ def validate(file: Path, chart: str | None, out: str, backend: str | None = None
         else:
             print_spec_error(exc)
         return ExitCode.USAGE
+    warnings = [w for s in spec.steps for w in s.warnings]
     if out == "json":
-        emit_json({"valid": True, "backend": planned,
+        emit_json({"valid": True, "backend": planned, "warnings": [vars(w) for w in warnings],
                    "steps": [{"name": s.name, "chart": s.chart.name} for s in spec.steps]})
     else:
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         where = f", planned for backend {planned}" if planned else ""
         print(f"{file}: valid ({len(spec.steps)} step(s): {', '.join(s.name for s in spec.steps)}{where})")
     return ExitCode.OK

@@ -42,6 +42,8 @@ class ChartInfo:
     health_path: str = "/health"
     #: Python packages (import names) the environment running this chart on a host must have.
     host_needs: tuple[str, ...] = ()
+    #: The ``framework:`` the chart's values.yaml selects when a recipe names none.
+    default_framework: str | None = None
 
     @property
     def category(self) -> str:
@@ -61,7 +63,8 @@ CATALOG: dict[str, ChartInfo] = {
                "PyTorchJob with an elastic policy (c10d rendezvous, restarts)", "elastic_policy"),
         _chart("training/mpijob", StepKind.MPI, "train", "MPIJob: mpirun over workers (Horovod, MPI)",
                "mpirun"),
-        _chart("training/raytrain", StepKind.RAY, "train", "RayJob: Ray Train on a Ray cluster", "ray"),
+        ChartInfo("training/raytrain", StepKind.RAY, "train", frozenset({"ray"}), "RayJob: Ray Train on a Ray cluster",
+                  default_framework="ray_train"),
         _chart("data-prep/data-process", StepKind.JOB, "process",
                "Job (Indexed Job when nnodes > 1) running a processing command"),
         _chart("data-prep/mpijob-data-process", StepKind.MPI, "process", "MPIJob running a processing command",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from mlrecipe.spec.catalog import (
     lookup,
 )
 from mlrecipe.spec.errors import SpecError, SpecIssue, format_path
+from mlrecipe.spec.framework_scripts import framework_warnings
 from mlrecipe.spec.issues import ValueSources, pydantic_issues
 from mlrecipe.spec.launcher import expand_launcher
 from mlrecipe.spec.pipeline import Pipeline
@@ -42,6 +43,8 @@ class StepSpec:
     #: Objects (and the Helm release) carry the step's name: steps of a pipeline never share a name. A
     #: one-step ``install`` keeps the reference's names (``pytorchjob-<release>``) unless it sets step_name.
     named_by_step: bool = True
+    #: What may go wrong although the step is valid (a framework the chart does not ship), for ``validate``.
+    warnings: tuple[SpecIssue, ...] = field(default=(), compare=False)
 
     @property
     def block(self) -> recipe_models.CommandBlock:
@@ -155,7 +158,12 @@ def build_step(
     issues = _chart_rules(recipe, values, chart, sources)
     if issues:
         return None, issues
-    return StepSpec(name, chart, values, recipe, depends_on), []
+    step = StepSpec(name, chart, values, recipe, depends_on)
+    warnings = framework_warnings(chart, recipe.framework, step.command_line, (chart.block, "command"),
+                                  [*recipe.pre_script, *recipe.inline_script])
+    if warnings:
+        step = dataclasses.replace(step, warnings=tuple(SpecIssue(*sources.locate(loc), msg) for loc, msg in warnings))
+    return step, []
 
 
 def _read_recipe_files(paths: list[str], base: Path | None, sources: ValueSources) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Each step's nodes run in a private mount namespace (``unshare --mount``) where every pvc mount
 path is a bind mount of ``<root>/<pvc name>``, so recipes need no edits. ``ebs`` gets a scratch
-directory: bind-mounted at its mount path, or exported as ``TMPDIR`` when that path is /tmp.
+directory: bind-mounted at its mount path, or exported as ``TMPDIR`` when that path is /tmp. A step whose
+recipe selects a ``framework:`` gets a writable copy of its chart's scripts at /etc/framework-scripts, as a
+Kubernetes pod does.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlrecipe.spec.framework_scripts import SCRIPTS_DIR, framework_scripts
+from mlrecipe.spec.load import StepSpec
 from mlrecipe.spec.recipe import Recipe
 
 BIND_SCRIPT = 'set -e; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"'
@@ -19,8 +23,13 @@ BIND_SCRIPT = 'set -e; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 
 
 @dataclass(frozen=True)
 class Mount:
+    """``source`` bound at ``target``; with ``fill_from``, ``source`` is first made a fresh copy of the
+    ``fill_files`` (paths relative to ``fill_from``), e.g. a step's writable copy of its framework scripts."""
+
     source: Path
     target: str
+    fill_from: Path | None = None
+    fill_files: tuple[str, ...] = ()
 
 
 def plan_mounts(recipe: Recipe, root: Path, scratch: Path) -> tuple[list[Mount], dict[str, str]]:
@@ -33,6 +42,21 @@ def plan_mounts(recipe: Recipe, root: Path, scratch: Path) -> tuple[list[Mount],
         else:
             mounts.append(Mount(scratch, recipe.ebs.mount_path))
     return mounts, env
+
+
+def framework_mount(step: StepSpec, step_dir: Path) -> Mount | None:
+    """The step's own copy of its chart's ``scripts/<framework>/`` (made at submit), bound at /etc/framework-scripts;
+    ``None`` when the recipe's framework (or the chart's default) names no scripts the chart ships."""
+    found = framework_scripts(step.chart, step.recipe.framework or step.chart.default_framework)
+    if found is None:
+        return None
+    return Mount(step_dir / "framework-scripts", SCRIPTS_DIR, found.source, tuple(found.files()))
+
+
+def describe_framework_mount(mount: Mount) -> str:
+    """One line for a plan: where the scripts come from and where the step sees them."""
+    return (f"framework scripts: {len(mount.fill_files)} file(s) of {mount.fill_from} copied to {mount.source} "
+            f"(writable), bound at {mount.target}")
 
 
 def wrap_argv(argv: list[str], mounts: list[Mount]) -> list[str]:
@@ -65,8 +89,13 @@ def mount_problems(mounts: list[Mount]) -> list[str]:
 
 
 def prepare_mounts(mounts: list[Mount]) -> None:
-    """Create the local sources and, as root, the empty mount points."""
+    """Create the local sources (filled copies made afresh) and, as root, the empty mount points."""
     for m in mounts:
+        if m.fill_from is not None:
+            shutil.rmtree(m.source, ignore_errors=True)
+            for rel in m.fill_files:
+                (m.source / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(m.fill_from / rel, m.source / rel)
         m.source.mkdir(parents=True, exist_ok=True)
         if not os.path.isdir(m.target):
             os.makedirs(m.target, exist_ok=True)

@@ -25,7 +25,14 @@ from mlrecipe.backends.host.images import ImageEnvironments, environment_problem
 from mlrecipe.backends.host.launch_env import mpi_env
 from mlrecipe.backends.host.launches import host_launch
 from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
-from mlrecipe.backends.host.volumes import mount_problems, plan_mounts, prepare_mounts, wrap_argv
+from mlrecipe.backends.host.volumes import (
+    describe_framework_mount,
+    framework_mount,
+    mount_problems,
+    plan_mounts,
+    prepare_mounts,
+    wrap_argv,
+)
 from mlrecipe.backends.local import procs
 from mlrecipe.backends.local.devices import fit_problems, plan_devices
 from mlrecipe.backends.local.gpu_lease import busy_message, is_free
@@ -90,8 +97,15 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         notes = [image_note] if image_note else []
         scratch = step_dir / "scratch"
         mounts, volume_env = plan_mounts(step.recipe, self.options.volume_root(), scratch)
+        scripts = framework_mount(step, step_dir)
         if self.options.volumes == "none":
             mounts = []
+            if scripts is not None:
+                notes.append(f"local.volumes is none: {scripts.target} is not set up; the framework scripts are in "
+                             f"{scripts.fill_from}")
+        elif scripts is not None:
+            mounts.append(scripts)
+            notes.append(describe_framework_mount(scripts))
         files: dict[Path, str] = {}
         launch = host_launch(step, step_dir)
         if launch is not None:

@@ -26,7 +26,15 @@ from mlrecipe.backends.host.images import ImageEnvironments
 from mlrecipe.backends.host.launch_env import device_env, mpi_env
 from mlrecipe.backends.host.launches import host_launch
 from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
-from mlrecipe.backends.host.volumes import Mount, mount_problems, plan_mounts, prepare_mounts, wrap_argv
+from mlrecipe.backends.host.volumes import (
+    Mount,
+    describe_framework_mount,
+    framework_mount,
+    mount_problems,
+    plan_mounts,
+    prepare_mounts,
+    wrap_argv,
+)
 from mlrecipe.backends.slurm import chain, scontrol
 from mlrecipe.backends.slurm.handle import SlurmHandle
 from mlrecipe.backends.slurm.options import SlurmOptions
@@ -108,6 +116,13 @@ class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
         python, image_note = ImageEnvironments(cfg.images).resolve(recipe.image_name)
         notes += [image_note] if image_note else []
         mounts, volume_env = self._mounts(step, step_dir)
+        scripts = framework_mount(step, step_dir)
+        if scripts is not None and cfg.mount != "none":
+            mounts.append(scripts)
+            notes.append(describe_framework_mount(scripts) + " on every node (the step directory is shared)")
+        elif scripts is not None:
+            notes.append(f"slurm.mount is none: {scripts.target} is not set up; the framework scripts are in "
+                         f"{scripts.fill_from}")
         program = step_program(step, ctx)
         extra_files: dict[Path, str] = {}
         launch = host_launch(step, step_dir)

@@ -42,6 +42,10 @@ restartPolicy: {{ . }}
 {{- include "mlrecipe.tolerations" (dict "ctx" $ctx "tolerations" .tolerations) }}
 {{- end }}
 {{- include "mlrecipe.volumes" (dict "ctx" $ctx "runtime" .runtime "extra" .extraVolumes) | trim | nindent 0 }}
+{{- with (include "mlrecipe.frameworkInit" $ctx | trim) }}
+initContainers:
+  {{- . | nindent 2 }}
+{{- end }}
 containers:
   - name: {{ .container }}
     {{- include "mlrecipe.image" $ctx | trim | nindent 4 }}

@@ -96,6 +96,17 @@ spec:
       {{- include "mlrecipe.podMeta" (dict "ctx" $ctx "labels" (dict "mlrecipe.io/role" "submitter")) | nindent 6 }}
     spec:
       restartPolicy: Never
+      {{- $init := include "mlrecipe.frameworkInit" $ctx | trim }}
+      {{- if $init }}
+      volumes:
+        - name: framework-scripts-flat
+          configMap:
+            name: {{ include "mlrecipe.name" (list $ctx "framework-scripts") }}
+        - name: framework-scripts
+          emptyDir: {}
+      initContainers:
+        {{- $init | nindent 8 }}
+      {{- end }}
       containers:
         - name: ray-job-submitter
           {{- include "mlrecipe.image" $ctx | trim | nindent 10 }}
@@ -103,4 +114,9 @@ spec:
             requests:
               cpu: 250m
               memory: 256Mi
+          {{- if $init }}
+          volumeMounts:
+            - name: framework-scripts
+              mountPath: /etc/framework-scripts
+          {{- end }}
 {{- end -}}
