@@ -55,9 +55,11 @@ $(SERVE_STAMP): pyproject.toml
 	$(SERVE_VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
-# Ray Serve beside vLLM: serving/rayserve steps run locally as `python -m mlrecipe.serve.rayserve`.
+# Ray beside vLLM, the environment of the rayproject/ray images: serving/rayserve steps run locally as
+# `python -m mlrecipe.serve.rayserve`; training/raytrain and data-prep/ray-data-process steps on a local Ray
+# cluster (Ray Train, Ray Data, and what the ray_train framework scripts import).
 $(RAY_STAMP): $(SERVE_STAMP)
-	$(SERVE_VENV)/bin/pip install -q "ray[serve]==$(RAY_VERSION)"
+	$(SERVE_VENV)/bin/pip install -q "ray[serve,train]==$(RAY_VERSION)" "peft>=0.13" "datasets>=3"
 	touch $@
 
 serve-env: $(SERVE_STAMP) $(RAY_STAMP)

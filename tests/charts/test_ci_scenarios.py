@@ -15,6 +15,7 @@ from tests.golden import check_golden
 
 SCENARIOS = scenarios()
 _RUNTIME = re.compile(r'(?m)^(  step_runtime\.py: )".*"$')
+_TREE_SCRIPT = re.compile(r'(?m)^(  )([\w.-]+--[\w.-]+): ".*"$')
 
 
 def _id(item: tuple[str, Path]) -> str:
@@ -47,4 +48,6 @@ def test_golden(scenario: tuple[str, Path], update_golden: bool) -> None:
     text = render_text(charts_root() / name, load_values_file(values_file), RELEASE, NAMESPACE)
     # The runtime source is checked by test_vendoring; keep the goldens free of its churn.
     text = _RUNTIME.sub(r'\1"<src/mlrecipe/runtime/step_runtime.py>"', text)
+    # So are the framework scripts (test_framework_delivery).
+    text = _TREE_SCRIPT.sub(lambda m: f'{m.group(1)}{m.group(2)}: "<scripts/.../{m.group(2).replace("--", "/")}>"', text)
     check_golden(golden_path(name, values_file), text, update_golden)

@@ -124,3 +124,11 @@ def import_script(scripts: Path, relpath: str, name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="session")
+def preference_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local dataset directory (``pairs.jsonl``, 120 prompt / chosen / rejected rows) for ``--rmdc_dataset_name``."""
+    from tests.frameworks import preference_data
+
+    return preference_data.make_preference_dataset(tmp_path_factory.mktemp("datasets-src") / "preferences")

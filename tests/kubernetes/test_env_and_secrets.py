@@ -30,6 +30,10 @@ TOKEN = "hf_s3cr3tT0kenValue"
 URL = "http://quickstart-serve.default.svc.cluster.local:8000"
 
 
+#: Containers that run no recipe code, so carry none of its env: KubeRay's job submitter and the init container
+#: that copies the framework scripts.
+NO_STEP_ENV = ("ray-job-submitter", "init-framework-scripts")
+
 def _containers(obj: Any) -> list[dict[str, Any]]:
     """Every container of every pod template in ``obj`` (found wherever a pod spec sits)."""
     found: list[dict[str, Any]] = []
@@ -125,7 +129,7 @@ def test_pipeline_env_and_secret_refs_reach_every_container(chart: str, tmp_path
     assert [s["stringData"] for s in plan.secrets] == [{secret_name: TOKEN}]
     name = plan.secrets[0]["metadata"]["name"]
     assert name == f"envtest-{step.name}-env" and plan.secrets[0]["metadata"]["namespace"] == "default"
-    containers = [c for c in _containers(plan.objects) if c["name"] != "ray-job-submitter"]
+    containers = [c for c in _containers(plan.objects) if c["name"] not in NO_STEP_ENV]
     assert containers
     for container in containers:
         got = _env(container)
@@ -195,7 +199,7 @@ def test_ray_runtime_env_credentials_move_to_the_containers(chart: str, ray: dic
     plan = get_backend("kubernetes").plan(step, _ctx(), {})
     assert TOKEN not in plan.manifest_text and TOKEN not in str(plan.values)
     assert plan.secrets[0]["stringData"] == {"HF_TOKEN": TOKEN}
-    containers = [c for c in _containers(plan.objects) if c["name"] != "ray-job-submitter"]
+    containers = [c for c in _containers(plan.objects) if c["name"] not in NO_STEP_ENV]
     assert len(containers) == 2
     for container in containers:
         assert _env(container)["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "HF_TOKEN"

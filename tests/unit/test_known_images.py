@@ -39,10 +39,11 @@ def test_a_missing_package_is_named_with_the_command_that_installs_it() -> None:
     assert "needs the Python package 'no_such_package_xyz'" in problems[0] and "make serve-env" in problems[0]
 
 
-def test_a_rayserve_step_in_an_environment_without_ray_fails_before_it_starts(mlhome: Path) -> None:
-    if not images.missing_packages(Path(sys.executable), ("ray",)):
-        pytest.skip("this interpreter has ray: the test needs an environment without it")
-    env = {**cli_env(mlhome), images.IMAGES_VAR: f"rayproject/ray:2.52.1-py311-gpu={sys.prefix}"}
+def test_a_rayserve_step_in_an_environment_without_ray_fails_before_it_starts(mlhome: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "bare-venv"  # an environment without ray (the project's own has it for Ray Train)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    assert images.missing_packages(bare / "bin" / "python", ("ray",)) == ["ray"]
+    env = {**cli_env(mlhome), images.IMAGES_VAR: f"rayproject/ray:2.52.1-py311-gpu={bare}"}
     done = subprocess.run([str(BIN / "mlrecipe"), "install", "llm", "serving/rayserve", "-f",
                            str(EXAMPLES / "eks" / "serving" / "rayserve-vllm.yaml"), "-B", "gpus=cpu"],
                           capture_output=True, text=True, env=env, timeout=120)

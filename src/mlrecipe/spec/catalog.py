@@ -36,7 +36,8 @@ class ChartInfo:
     needs_command: bool = True
     #: How backends that run processes on hosts (local, Slurm) start this chart when its command is not
     #: the recipe's own: the name of a host launch (``ray-serve``: the RayService's Serve config run by
-    #: ``python -m mlrecipe.serve.rayserve``); ``None`` runs the recipe's command.
+    #: ``python -m mlrecipe.serve.rayserve``; ``ray-job``: a Ray cluster on the host, the recipe's command as its
+    #: driver); ``None`` runs the recipe's command.
     host_launch: str | None = None
     #: The health path a server chart is ready on when its recipe sets no probe.
     health_path: str = "/health"
@@ -64,13 +65,13 @@ CATALOG: dict[str, ChartInfo] = {
         _chart("training/mpijob", StepKind.MPI, "train", "MPIJob: mpirun over workers (Horovod, MPI)",
                "mpirun"),
         ChartInfo("training/raytrain", StepKind.RAY, "train", frozenset({"ray"}), "RayJob: Ray Train on a Ray cluster",
-                  default_framework="ray_train"),
+                  host_launch="ray-job", host_needs=("ray",), default_framework="ray_train"),
         _chart("data-prep/data-process", StepKind.JOB, "process",
                "Job (Indexed Job when nnodes > 1) running a processing command"),
         _chart("data-prep/mpijob-data-process", StepKind.MPI, "process", "MPIJob running a processing command",
                "mpirun"),
-        _chart("data-prep/ray-data-process", StepKind.RAY, "process", "RayJob running Ray Data processing",
-               "ray"),
+        ChartInfo("data-prep/ray-data-process", StepKind.RAY, "process", frozenset({"ray"}),
+                  "RayJob running Ray Data processing", host_launch="ray-job", host_needs=("ray",)),
         ChartInfo("model-prep/hf-snapshot", StepKind.JOB, "process", frozenset({"snapshot"}),
                   "Job that snapshots a Hugging Face model onto the shared volume (its own script by default)",
                   needs_command=False),

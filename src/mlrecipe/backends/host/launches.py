@@ -15,17 +15,19 @@ from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.spec.load import StepSpec
 
 #: ``ChartInfo.host_launch`` -> the module that implements it.
-LAUNCHES = {"ray-serve": "mlrecipe.backends.host.rayserve"}
+LAUNCHES = {"ray-serve": "mlrecipe.backends.host.rayserve", "ray-job": "mlrecipe.backends.host.rayjob"}
 
 
 @dataclass
 class HostLaunch:
-    """Files to write (path -> text), their bind mounts, the step program's command and args, and notes."""
+    """Files to write (path -> text), their bind mounts, the step program's command and args (empty: the recipe's),
+    a wrapper (an argv prefix, its program found on the step's PATH) that runs the step runtime, and notes."""
 
     files: dict[Path, str] = field(default_factory=dict)
     mounts: list[Mount] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
+    wrapper: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 

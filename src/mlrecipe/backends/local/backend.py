@@ -23,7 +23,7 @@ from mlrecipe.backends.common import contract_env, free_port, recipe_env, step_p
 from mlrecipe.backends.host.devices import Gpu, neuron_devices, visible_gpus
 from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
 from mlrecipe.backends.host.launch_env import mpi_env
-from mlrecipe.backends.host.launches import host_launch
+from mlrecipe.backends.host.launches import host_launch, launch_problems
 from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
 from mlrecipe.backends.host.volumes import (
     describe_framework_mount,
@@ -45,12 +45,16 @@ from mlrecipe.runtime import RUNTIME_PATH
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
+#: Step kinds started by one launch on this machine (mpirun starts the ranks; a Ray cluster starts its nodes).
+ONE_LAUNCH = frozenset({StepKind.MPI, StepKind.RAY})
+
 
 class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
     """Runs steps as local process groups; see the module docstring."""
 
     name = "local"
-    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI, StepKind.SERVER})
+    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI, StepKind.SERVER,
+                       StepKind.RAY})
     options_type = LocalOptions
     handle_type = LocalHandle
     _gpus: list[Gpu] | None = None
@@ -69,7 +73,8 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         if step.chart.kind is StepKind.MPI and shutil.which("mpirun") is None:
             problems.append(f"chart {step.chart.name} needs Open MPI's mpirun on PATH (apt-get install openmpi-bin)")
         devices = fit_problems(step, self.options, self.gpus(), self.neuron_cores())
-        return problems + self._rank_problems(step) + devices + server_problems(step, self.name)
+        launch = launch_problems(step) if step.chart.kind is not StepKind.SERVER else []
+        return problems + self._rank_problems(step) + devices + server_problems(step, self.name) + launch
 
     def _rank_problems(self, step: StepSpec) -> list[str]:
         res = step.recipe.resources
@@ -108,11 +113,13 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
             notes.append(describe_framework_mount(scripts))
         files: dict[Path, str] = {}
         launch = host_launch(step, step_dir)
+        wrapper: list[str] = []
         if launch is not None:
-            program.update(command=launch.command, args=launch.args)
-            mounts, files = mounts + launch.mounts, launch.files
+            if launch.command:
+                program.update(command=launch.command, args=launch.args)
+            mounts, files, wrapper = mounts + launch.mounts, launch.files, launch.wrapper
             notes += launch.notes
-        launches = 1 if step.chart.kind is StepKind.MPI else step.recipe.resources.nnodes
+        launches = 1 if step.chart.kind in ONE_LAUNCH else step.recipe.resources.nnodes
         lease_dir = self.options.lease_dir()
         devices = plan_devices(step, self.options, self.gpus(), lambda gpu: is_free(lease_dir, gpu), launches,
                                self.neuron_cores())
@@ -140,7 +147,8 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
                 **contract_env(step, ctx, rank, "127.0.0.1", port),
                 "HOSTNAME": f"{ctx.release}-{step.name}-{rank}"[:63],
             }
-            argv = wrap_argv([sys.executable, str(RUNTIME_PATH), str(step_dir / "program.json")], mounts)
+            runtime = [sys.executable, str(RUNTIME_PATH), str(step_dir / "program.json")]
+            argv = wrap_argv([*wrapper, *runtime], mounts)
             nodes.append(NodeLaunch(rank, argv, node_env, step_dir / f"node-{rank}.log"))
         return LocalPlan(
             step=step.name,

@@ -510,3 +510,133 @@ def save_final_model(trainer: Any, tokenizer: Any, final: Path) -> None:
     trainer.save_model(str(final))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(final))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# preference training (reward model, DPO, PPO): converted SFT checkpoints and how they are loaded
+
+CONVERTED_NAME_RE = re.compile(r"\.(hf_model|hf_peft)")
+CONVERTED_STEP_RE = re.compile(r"^checkpoint-(\d+)")
+
+
+def is_peft_dir(path: Path | str) -> bool:
+    """A PEFT adapter directory: named ``*.hf_peft`` or holding ``adapter_config.json``."""
+    path = Path(path)
+    return path.name.endswith(".hf_peft") or (path / "adapter_config.json").is_file()
+
+
+def latest_converted_checkpoint(results: Path, flag: str) -> Path:
+    """The converted SFT model to start from: the highest N among ``checkpoint-N*.hf_model|.hf_peft`` directories.
+
+    ``flag`` names the flag that would have avoided the lookup (e.g. ``--sft_model_path``); the error says so.
+    At equal N a merged ``.hf_model`` is preferred to an adapter ``.hf_peft``.
+    """
+    hint = f"pass {flag}, or run shared/convert_checkpoint_to_hf.py first"
+    if not results.is_dir():
+        raise ScriptError(f"{flag} not given and {results} does not exist (no converted checkpoint; {hint})")
+    found = []
+    for path in results.iterdir():
+        match = CONVERTED_STEP_RE.match(path.name)
+        if match and path.is_dir() and CONVERTED_NAME_RE.search(path.name):
+            found.append((int(match.group(1)), ".hf_model" in path.name, path.name, path))
+    if not found:
+        raise ScriptError(f"{flag} not given and {results} has no converted checkpoint-<N>.hf_model / .hf_peft "
+                          f"directory ({hint})")
+    return max(found)[3]
+
+
+def check_pretrained_dir(path: str, flag: str) -> str:
+    """Validate a model source that may also be a PEFT adapter directory (``config.json`` or ``adapter_config.json``).
+
+    Hub ids are accepted only when they are in the local cache (see :func:`check_model_source`).
+    """
+    local = Path(path).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file() and not (local / "adapter_config.json").is_file():
+            raise ScriptError(f"{flag}={path}: not a model directory (no config.json or adapter_config.json in it)")
+        return str(local)
+    return check_model_source(path, flag)
+
+
+def peft_base_model(adapter_dir: str, fallback: str, fallback_flag: str) -> tuple[str, str]:
+    """(base model path, what named it) for a PEFT adapter dir: ``base_model.txt`` if present, else ``fallback``."""
+    note = Path(adapter_dir) / "base_model.txt"
+    if note.is_file():
+        base = note.read_text(encoding="utf-8").strip()
+        if not base:
+            raise ScriptError(f"{note}: empty (it should hold the base model path)")
+        return check_model_source(base, str(note)), str(note)
+    return check_model_source(fallback, fallback_flag), fallback_flag
+
+
+def load_pretrained(path: str, flag: str, auto_class: str = "AutoModelForCausalLM", dtype: Any = "auto",
+                    attn_implementation: str | None = "sdpa", trust_remote_code: bool = True,
+                    device_map: Any = None, **kwargs: Any) -> Any:
+    """``transformers.<auto_class>.from_pretrained`` that never downloads and reports failures as :class:`ScriptError`
+    naming ``flag`` (an attention implementation the model lacks falls back to ``eager``)."""
+    import transformers
+
+    cls = getattr(transformers, auto_class)
+    common = dict(dtype=dtype, trust_remote_code=trust_remote_code, local_files_only=_local_only(), **kwargs)
+    if device_map is not None:
+        common["device_map"] = device_map
+    try:
+        try:
+            return cls.from_pretrained(path, attn_implementation=attn_implementation, **common)
+        except (ValueError, ImportError) as exc:
+            if attn_implementation in (None, "eager") or "attn" not in str(exc).lower():
+                raise
+            log(f"attention {attn_implementation} is not available here ({_short(exc)}); using eager")
+            return cls.from_pretrained(path, attn_implementation="eager", **common)
+    except ScriptError:
+        raise
+    except Exception as exc:
+        kind = auto_class.replace("AutoModelFor", "").replace("AutoModel", "model") or "model"
+        raise ScriptError(f"{flag}={path}: cannot load a {kind} model from it ({_short(exc)})") from exc
+
+
+def load_sft_model(path: str, flag: str, hf_model_id: str, auto_class: str = "AutoModelForCausalLM",
+                   **kwargs: Any) -> Any:
+    """The SFT model at ``path`` as one plain model: a PEFT adapter dir is loaded on its base model (from
+    ``base_model.txt``, else ``--hf_model_id``) and merged; a model dir is loaded as is. ``kwargs`` go to
+    :func:`load_pretrained` (dtype, attention, ``num_labels`` ...)."""
+    if not is_peft_dir(path):
+        return load_pretrained(path, flag, auto_class, **kwargs)
+    base, named_by = peft_base_model(path, hf_model_id, "--hf_model_id")
+    model = load_pretrained(base, named_by, auto_class, **kwargs)
+    from peft import PeftConfig, PeftModel
+
+    try:
+        config = PeftConfig.from_pretrained(path)
+        if auto_class != "AutoModelForCausalLM":  # a CAUSAL_LM adapter on e.g. a classifier: the plain PeftModel
+            config.task_type = None
+        model = PeftModel.from_pretrained(model, path, config=config)
+    except Exception as exc:
+        raise ScriptError(f"{flag}={path}: cannot apply the adapter to {base} ({_short(exc)})") from exc
+    log(f"merging the SFT adapter {path} into {base}")
+    return model.merge_and_unload()
+
+
+def resolve_sft_model_path(sft_model_path: str | None, hf_model_id: str, flag: str = "--sft_model_path",
+                           results: Path | None = None) -> str:
+    """``sft_model_path`` validated, or (when not given) the newest converted checkpoint under ``results``
+    (default ``$HOME/results/<hf_model_id>``), validated too; for an adapter directory its base model must exist."""
+    if sft_model_path:
+        path = check_pretrained_dir(sft_model_path, flag)
+    else:
+        found = latest_converted_checkpoint(results or results_dir(hf_model_id), flag)
+        log(f"{flag} not given: using {found} (the newest converted checkpoint under {found.parent})")
+        path = check_pretrained_dir(str(found), flag)
+    if is_peft_dir(path):
+        peft_base_model(path, hf_model_id, "--hf_model_id")
+    return path
+
+
+def sft_tokenizer_source(path: str, hf_model_id: str) -> tuple[str, str]:
+    """(where to load the tokenizer from, the flag or file naming it) for an SFT model: the directory itself, or,
+    for an adapter directory without tokenizer files, its base model."""
+    local = Path(path)
+    has_tokenizer = (local / "tokenizer_config.json").is_file() or (local / "tokenizer.json").is_file()
+    if not local.is_dir() or has_tokenizer or not is_peft_dir(local):
+        return path, "--sft_model_path"
+    return peft_base_model(path, hf_model_id, "--hf_model_id")

@@ -1,0 +1,77 @@
+"""``training/raytrain`` and ``data-prep/ray-data-process`` outside Kubernetes: the RayJob's cluster on one host.
+
+On a cluster KubeRay starts a head pod and ``resources.nnodes`` worker pods, then runs the entrypoint (the step
+runtime) on the head. Here :mod:`mlrecipe.runtime.ray_cluster` starts the same nodes as Ray nodes on this host
+(head: ``ray.resources``; each worker: the recipe's per-node ``resources``), runs the step runtime as the driver
+with ``RAY_ADDRESS`` set, and stops every Ray process when it ends, fails or is cancelled. It runs as the first
+process of its own PID namespace, so that when it dies, even by SIGKILL, the kernel ends every process Ray started
+(Ray's agents rename themselves and outlive their raylet otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.backends.host import resources
+from mlrecipe.backends.host.launches import HostLaunch
+from mlrecipe.errors import ResourceError
+from mlrecipe.runtime import RAY_CLUSTER_PATH
+from mlrecipe.spec.load import StepSpec
+from mlrecipe.spec.recipe import Resources
+
+#: The worker group's name on a cluster (the chart's ``groupName``), by chart.
+GROUPS = {"training/raytrain": "training", "data-prep/ray-data-process": "workers"}
+
+
+def _head_resources(step: StepSpec) -> Resources:
+    head = ((step.recipe.ray or {}).get("resources") or {})
+    return Resources.model_validate({"requests": head.get("requests") or {}, "limits": head.get("limits") or {}})
+
+
+def cluster_spec(step: StepSpec) -> dict[str, Any]:
+    """The head and worker nodes of the step's Ray cluster, as :mod:`mlrecipe.runtime.ray_cluster` reads them."""
+    head = _head_resources(step)
+    per_node = step.recipe.resources
+    worker_cpus = resources.cpus(per_node) or os.cpu_count() or 1
+    return {
+        "head": {"num_cpus": resources.cpus(head) or 0, "num_gpus": resources.gpus(head) or 0},
+        "workers": [{
+            "group": GROUPS.get(step.chart.name, "workers"),
+            "replicas": per_node.nnodes,
+            "num_cpus": worker_cpus,
+            "num_gpus": resources.gpus(per_node) or 0,
+        }],
+    }
+
+
+def problems(step: StepSpec) -> list[str]:
+    """What stops the step's Ray cluster from being described (unreadable resource quantities)."""
+    try:
+        cluster_spec(step)
+    except ResourceError as exc:
+        return [f"chart {step.chart.name}: {exc}"]
+    if shutil.which("unshare") is None:
+        return [f"chart {step.chart.name} runs its Ray cluster in a PID namespace: install util-linux's unshare"]
+    return []
+
+
+def pid_namespace() -> list[str]:
+    """The argv prefix that runs a program as the init process of a new PID namespace (with its own /proc)."""
+    prefix = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    return prefix + ([] if os.geteuid() == 0 else ["--map-root-user"])
+
+
+def launch(step: StepSpec, step_dir: Path) -> HostLaunch:
+    """The cluster file and the wrapper that runs the step runtime as the driver of a local Ray cluster."""
+    spec = cluster_spec(step)
+    path = step_dir / "ray" / "cluster.json"
+    worker = spec["workers"][0]
+    note = (f"step {step.name} runs as a Ray job on a Ray cluster on this machine: a head ({spec['head']['num_cpus']}"
+            f" CPU) and {worker['replicas']} node(s) in group {worker['group']} ({worker['num_cpus']} CPU, "
+            f"{worker['num_gpus']} GPU each); the recipe's command is the driver (RAY_ADDRESS is set)")
+    wrapper = [*pid_namespace(), "python3", str(RAY_CLUSTER_PATH), str(path), "--"]
+    return HostLaunch(files={path: json.dumps(spec, indent=2)}, wrapper=wrapper, notes=[note])
