@@ -64,7 +64,7 @@ def test_ray_data_job_spreads_over_the_worker_nodes(mlhome: Path, tmp_path: Path
     assert report["nodes"] == 3 and report["task_nodes"] == 2, report
     assert report["sum_of_squares"] == sum(i * i for i in range(1000))
     log = cli(mlhome, "logs", "rd").stdout
-    assert "local Ray cluster at" in log and "local Ray cluster stopped" in log
+    assert "Ray cluster at" in log and "Ray cluster stopped" in log
     assert _ray_processes(mlhome) == []
 
 

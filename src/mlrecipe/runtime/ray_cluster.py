@@ -5,8 +5,10 @@ entrypoint against it, stop the cluster.
 Usage: ``python3 ray_cluster.py CLUSTER_JSON -- ENTRYPOINT...``
 
 ``CLUSTER_JSON`` holds ``{"head": {"num_cpus": n, "num_gpus": n}, "workers": [{"group": str, "replicas": n,
-"num_cpus": n, "num_gpus": n, "resources": {name: n}}], "object_store_bytes": n}``. Each head and worker is a
-real Ray node (its own raylet) on this host, as each is a pod under KubeRay. The entrypoint (the step runtime,
+"num_cpus": n, "num_gpus": n, "resources": {name: n}}], "object_store_bytes": n, "worker_launcher": [argv]}``.
+Each head and worker is a real Ray node (its own raylet), as each is a pod under KubeRay: on this host, or, with
+``worker_launcher`` (e.g. ``srun --nodes=N --ntasks-per-node=1``), each worker group started by that launcher as
+``ray start --address=<head> --block`` on the nodes it reaches. The entrypoint (the step runtime,
 which runs the recipe's scripts) runs as the Ray driver with ``RAY_ADDRESS`` pointing at the head, as KubeRay's
 job runs on the head; its exit status is this program's. SIGTERM / SIGINT / SIGHUP stop the entrypoint's process
 group, then the cluster: no Ray process outlives this one. Needs ``ray`` in the interpreter that runs it; uses
@@ -32,7 +34,8 @@ def _say(message: str) -> None:
 
 
 def start_cluster(spec: dict):
-    """The running cluster (``ray.cluster_utils.Cluster``): the head, then every worker node."""
+    """The running cluster (``ray.cluster_utils.Cluster``): the head, then every worker node on this host (none with
+    ``worker_launcher``), and the cluster's shape for the log."""
     from ray.cluster_utils import Cluster
 
     store = int(spec.get("object_store_bytes") or DEFAULT_OBJECT_STORE)
@@ -42,6 +45,8 @@ def start_cluster(spec: dict):
         "object_store_memory": store, "include_dashboard": False,
     })
     shape = [f"head ({head.get('num_cpus', 0)} CPU)"]
+    if spec.get("worker_launcher"):
+        return cluster, shape
     try:
         for group in spec.get("workers") or []:
             for _ in range(int(group.get("replicas", 1))):
@@ -53,8 +58,7 @@ def start_cluster(spec: dict):
     except BaseException:
         cluster.shutdown()
         raise
-    _say(f"local Ray cluster at {cluster.address}: {', '.join(shape)}")
-    return cluster
+    return cluster, shape
 
 
 def _end_with_parent() -> None:
@@ -64,6 +68,45 @@ def _end_with_parent() -> None:
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_remote_workers(spec: dict, address: str, shape: list[str]) -> list[subprocess.Popen]:
+    """Start each worker group with the spec's ``worker_launcher`` and wait until every worker node has joined."""
+    import ray
+
+    store = int(spec.get("object_store_bytes") or DEFAULT_OBJECT_STORE)
+    launched, expected = [], 1
+    for group in spec.get("workers") or []:
+        argv = [*spec["worker_launcher"], "ray", "start", f"--address={address}", "--block", "--disable-usage-stats",
+                f"--num-cpus={group.get('num_cpus', 1)}", f"--num-gpus={group.get('num_gpus', 0)}",
+                f"--object-store-memory={store}"]
+        launched.append(subprocess.Popen(argv, start_new_session=True, preexec_fn=_end_with_parent))
+        expected += int(group.get("replicas", 1))
+        shape.append(f"{group.get('replicas', 1)} x {group.get('group', 'workers')} "
+                     f"({group.get('num_cpus', 1)} CPU, {group.get('num_gpus', 0)} GPU each)")
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        deadline = time.monotonic() + float(os.environ.get("MLRECIPE_RAY_JOIN_TIMEOUT", "300"))
+        while len([n for n in ray.nodes() if n["Alive"]]) < expected:
+            if any(p.poll() is not None for p in launched) or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker nodes did not join the Ray cluster at {address}")
+            time.sleep(0.5)
+    finally:
+        ray.shutdown()
+    return launched
+
+
+def stop_remote_workers(launched: list[subprocess.Popen]) -> None:
+    """SIGTERM each launcher (srun passes it to its tasks; ``ray start --block`` then stops its node)."""
+    for proc in launched:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in launched:
+        try:
+            proc.wait(timeout=GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 class _Stop:
@@ -107,14 +150,19 @@ def main(argv: list[str] | None = None) -> int:
     stop = _Stop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, stop)
-    cluster = start_cluster(spec)
+    cluster, shape = start_cluster(spec)
+    remote: list[subprocess.Popen] = []
     try:
+        if spec.get("worker_launcher"):
+            remote = start_remote_workers(spec, cluster.address, shape)
+        _say(f"Ray cluster at {cluster.address}: {', '.join(shape)}")
         if stop.signum is not None:
             return 128 + stop.signum
         status = run_entrypoint(args[2:], cluster.address, stop)
     finally:
+        stop_remote_workers(remote)
         cluster.shutdown()
-        _say("local Ray cluster stopped")
+        _say("Ray cluster stopped")
     return status
 
 

@@ -73,5 +73,16 @@ def launch(step: StepSpec, step_dir: Path) -> HostLaunch:
     note = (f"step {step.name} runs as a Ray job on a Ray cluster on this machine: a head ({spec['head']['num_cpus']}"
             f" CPU) and {worker['replicas']} node(s) in group {worker['group']} ({worker['num_cpus']} CPU, "
             f"{worker['num_gpus']} GPU each); the recipe's command is the driver (RAY_ADDRESS is set)")
-    wrapper = [*pid_namespace(), "python3", str(RAY_CLUSTER_PATH), str(path), "--"]
-    return HostLaunch(files={path: json.dumps(spec, indent=2)}, wrapper=wrapper, notes=[note])
+    return HostLaunch(files={path: json.dumps(spec, indent=2)}, wrapper=wrapper(RAY_CLUSTER_PATH, path),
+                      notes=[note])
+
+
+def wrapper(program: Path, spec: Path) -> list[str]:
+    """The argv prefix that runs the step runtime as the driver of the cluster ``spec`` describes."""
+    return [*pid_namespace(), "python3", str(program), str(spec), "--"]
+
+
+def remote_workers(step: StepSpec, launcher: list[str]) -> dict[str, Any]:
+    """The cluster spec with its worker nodes started by ``launcher`` (e.g. ``srun`` over the allocation's nodes,
+    one ``ray start --block`` each) instead of on this host."""
+    return {**cluster_spec(step), "worker_launcher": launcher}

@@ -14,6 +14,7 @@ environment, never the script on disk. Settings: :mod:`mlrecipe.backends.slurm.c
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -21,10 +22,10 @@ from pathlib import Path
 
 from mlrecipe.backends.base import Backend, ReleaseContext
 from mlrecipe.backends.common import contract_env, recipe_env, step_program
-from mlrecipe.backends.host import resources
+from mlrecipe.backends.host import rayjob, resources
 from mlrecipe.backends.host.images import ImageEnvironments
 from mlrecipe.backends.host.launch_env import device_env, mpi_env
-from mlrecipe.backends.host.launches import host_launch
+from mlrecipe.backends.host.launches import host_launch, launch_problems
 from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
 from mlrecipe.backends.host.volumes import (
     Mount,
@@ -42,6 +43,7 @@ from mlrecipe.backends.slurm.plan import SlurmPlan
 from mlrecipe.backends.slurm.running import SlurmRunningStep
 from mlrecipe.backends.slurm.script import NODE_WRAPPER, BatchScript, rank_mounts_script, server_lines
 from mlrecipe.errors import ResourceError
+from mlrecipe.runtime import RAY_CLUSTER_PATH
 from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
@@ -89,16 +91,27 @@ def sbatch_options(
     return opts, gpus, notes
 
 
+#: Runs ``ray start ...`` ("$@") on an allocated node with its own temp dir and agent port, so that worker nodes
+#: sharing a host (a head's host, a test cluster's nodes) do not share sockets.
+RAY_WORKER_SCRIPT = (
+    'port=$(python3 -c "import socket; s = socket.socket(); s.bind((\'\', 0)); print(s.getsockname()[1])"); '
+    'exec "$@" --temp-dir="/tmp/mlrecipe-ray/${SLURM_JOB_ID}-${SLURM_PROCID}" --dashboard-agent-listen-port="$port"'
+)
+
+
 class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
     """Runs each step as one Slurm batch job; see the module docstring."""
 
     name = "slurm"
-    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI, StepKind.SERVER})
+    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.MPI, StepKind.SERVER,
+                       StepKind.RAY})
     options_type = SlurmOptions
     handle_type = SlurmHandle
 
     def check(self, step: StepSpec) -> list[str]:
         problems = super().check(step) + server_problems(step, self.name)
+        if step.chart.kind is StepKind.RAY:
+            problems += launch_problems(step)
         try:
             resources.cpus(step.recipe.resources)
             resources.memory_mb(step.recipe.resources)
@@ -127,7 +140,8 @@ class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
         extra_files: dict[Path, str] = {}
         launch = host_launch(step, step_dir)
         if launch is not None:
-            program.update(command=launch.command, args=launch.args)
+            if launch.command:
+                program.update(command=launch.command, args=launch.args)
             mounts, extra_files = mounts + launch.mounts, dict(launch.files)
         extra = {**volume_env, **python.env(), **device_env(bool(gpus))}
         if mpi:
@@ -160,7 +174,10 @@ class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
                          "(or the job's time limit)")
         program_path = step_dir / "program.json"
         runtime_path = step_dir / "step_runtime.py"
-        launch_lines, redirect, nodes = self._launch(step, step_dir, mounts, program_path, runtime_path)
+        ray_wrapper: list[str] = []
+        if step.chart.kind is StepKind.RAY:
+            ray_wrapper = self._ray_cluster(step, step_dir, mounts, extra_files, notes)
+        launch_lines, redirect, nodes = self._launch(step, step_dir, mounts, program_path, runtime_path, ray_wrapper)
         script = BatchScript(
             header=[f"mlrecipe: step {step.name} ({step.chart.name}) of release {ctx.address}, "
                     f"{recipe.resources.nnodes} node(s) x {recipe.resources.nproc_per_node} process(es)"],
@@ -204,11 +221,26 @@ class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
         mounts = pvcs + mounts[len(recipe.pvc):]
         return ([] if self.options.mount == "none" else mounts), volume_env
 
+    @staticmethod
+    def _ray_cluster(step: StepSpec, step_dir: Path, mounts: list[Mount], files: dict[Path, str],
+                     notes: list[str]) -> list[str]:
+        """A RayJob in the allocation: the head and the driver on the batch host, one worker node per allocated node
+        (``srun``, with the step's mounts); the files it needs and the argv prefix of its driver."""
+        nnodes = step.recipe.resources.nnodes
+        launcher = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
+                    *wrap_argv(["sh", "-c", RAY_WORKER_SCRIPT, "mlrecipe-ray-worker"], mounts)]
+        spec_path, program = step_dir / "ray" / "cluster.json", step_dir / "ray_cluster.py"
+        files[spec_path] = json.dumps(rayjob.remote_workers(step, launcher), indent=2)
+        files[program] = RAY_CLUSTER_PATH.read_text(encoding="utf-8")
+        notes.append(f"step {step.name} runs as a Ray job: the Ray head and the driver on the first node, a worker "
+                     f"node on each of the {nnodes} allocated node(s) (srun ... ray start --block)")
+        return rayjob.wrapper(program, spec_path)
+
     def _launch(self, step: StepSpec, step_dir: Path, mounts: list[Mount], program_path: Path,
-                runtime_path: Path) -> tuple[list[list[str]], str, list[int]]:
+                runtime_path: Path, ray_wrapper: list[str]) -> tuple[list[list[str]], str, list[int]]:
         """The launch lines of the batch script, its redirect, and the ranks that write node logs."""
-        argv = wrap_argv([*NODE_WRAPPER, "python3", str(runtime_path), str(program_path)], mounts)
-        if step.chart.kind is StepKind.MPI:  # the launcher runs once; mpirun starts the ranks on every node
+        argv = wrap_argv([*NODE_WRAPPER, *ray_wrapper, "python3", str(runtime_path), str(program_path)], mounts)
+        if step.chart.kind in (StepKind.MPI, StepKind.RAY):  # runs once: mpirun / Ray start the other nodes' work
             return [argv], f">> {shlex.quote(str(step_dir / 'node-0.log'))} 2>&1", [0]
         nnodes = step.recipe.resources.nnodes
         srun = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1",
