@@ -382,9 +382,7 @@ def dataclass_parser(cls: type, family: str, description: str | None = None,
     dataclass (e.g. ``hfdc``) to (that class, fields not on the CLI); its fields become ``--<prefix>_<field>``.
     """
     nested = nested or {}
-    parser = argparse.ArgumentParser(description=description,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter if family != "D0"
-                                     else argparse.HelpFormatter)
+    parser = argparse.ArgumentParser(description=description)  # each flag's help names its default
     for f, tp in _cli_fields(cls):
         if f.name in nested:
             continue
