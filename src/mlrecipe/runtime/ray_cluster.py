@@ -20,9 +20,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 GRACE_SECONDS = float(os.environ.get("MLRECIPE_STOP_GRACE", "15"))
@@ -33,16 +35,17 @@ def _say(message: str) -> None:
     print(f"[mlrecipe] {message}", flush=True)
 
 
-def start_cluster(spec: dict):
+def start_cluster(spec: dict, temp_dir: str):
     """The running cluster (``ray.cluster_utils.Cluster``): the head, then every worker node on this host (none with
-    ``worker_launcher``), and the cluster's shape for the log."""
+    ``worker_launcher``), and the cluster's shape for the log. Its session files (and the address file that a bare
+    ``ray.init()`` would otherwise find and connect to after this cluster is gone) live in ``temp_dir``."""
     from ray.cluster_utils import Cluster
 
     store = int(spec.get("object_store_bytes") or DEFAULT_OBJECT_STORE)
     head = spec.get("head") or {}
     cluster = Cluster(initialize_head=True, connect=False, head_node_args={
         "num_cpus": head.get("num_cpus", 0), "num_gpus": head.get("num_gpus", 0),
-        "object_store_memory": store, "include_dashboard": False,
+        "object_store_memory": store, "include_dashboard": False, "temp_dir": temp_dir,
     })
     shape = [f"head ({head.get('num_cpus', 0)} CPU)"]
     if spec.get("worker_launcher"):
@@ -150,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     stop = _Stop()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, stop)
-    cluster, shape = start_cluster(spec)
+    temp_dir = tempfile.mkdtemp(prefix="mlrecipe-ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    try:
+        cluster, shape = start_cluster(spec, temp_dir)
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
     remote: list[subprocess.Popen] = []
     try:
         if spec.get("worker_launcher"):
@@ -162,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop_remote_workers(remote)
         cluster.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
         _say("Ray cluster stopped")
     return status
 

@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, namespace="serve")
+    # "local": a new instance, never one found in /tmp/ray/ray_current_cluster (perhaps long gone)
+    ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, namespace="serve")
     try:
         client = serve_start(http_options=config["http_options"])
         client.deploy_apps(ServeDeploySchema.parse_obj(config))  # Serve keeps the pydantic v1 API
