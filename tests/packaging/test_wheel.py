@@ -185,7 +185,7 @@ def test_the_installed_package_renders_every_chart_for_kubernetes(installed: Pat
         delivered = [d["data"]["step_runtime.py"] for d in docs
                      if d["kind"] == "ConfigMap" and "step_runtime.py" in d.get("data", {})]
         # Charts that run the recipe's command run it through the step runtime (rayserve runs Ray Serve's config).
-        expected = [runtime] if CATALOG[name].host_launch is None else []
+        expected = [] if CATALOG[name].host_launch == "ray-serve" else [runtime]
         assert delivered == expected, f"{name}: the pods do not get the package's step runtime"
         assert str(REPO) not in done.stdout
         same = checkout_mlrecipe(tmp_path, "template", "pkg", name, "-f", str(values), "--backend", "kubernetes")
