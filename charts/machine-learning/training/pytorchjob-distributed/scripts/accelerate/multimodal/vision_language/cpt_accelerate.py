@@ -1,0 +1,160 @@
+"""Continual pre-training of a vision-language model: all parameters (no LoRA), every token is a target, epoch
+based, under ``accelerate launch``.
+
+Same adapters, data format and ``--hf_*`` preparation as ``peft_accelerate.py`` (family H flags), with CPT
+defaults: the vision tower is trained unless ``--freeze_vision_encoder``; ``--hf_train_split_ratio`` 0.99 and a
+two-decimal default data dir (``train=99.00%-val=0.50%-test=0.50%``; without a dataset
+``$HOME/datasets/visual_cpt``). The learning rate follows a cosine schedule; evaluation every ``--eval_steps`` and
+checkpoints every ``--save_steps`` (rotating, ``--save_total_limit``; each holds the processor);
+``--resume_from_checkpoint`` continues a run. For text-only CPT of a VLM backbone use ``text/cpt_accelerate.py``.
+
+Writes ``<output_dir>/checkpoint-<step>/``, ``final/`` (model + processor) and ``logs/``; default output_dir
+``$HOME/results/<model_id>-cpt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+_VL_DIR = str(Path(__file__).resolve().parent)
+_ACCELERATE_DIR = str(Path(__file__).resolve().parent.parent.parent)
+for _p in (_ACCELERATE_DIR, _VL_DIR):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+from shared.common import ScriptError, log, offline_defaults, report_to, run_main, select_precision
+from shared.common import training_arguments as make_training_arguments
+from training_common import (
+    CPT,
+    add_dataset_flags,
+    add_model_flags,
+    add_run_flags,
+    build_datasets,
+    check_numbers,
+    describe_parameters,
+    load_model,
+    load_processor,
+    prepare_data,
+    read_splits,
+    resolve_paths,
+    save_final,
+    select_adapter,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The flags of this script (strict: an unknown flag exits with status 2)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_model_flags(parser, CPT)
+    train = parser.add_argument_group("training")
+    train.add_argument("--num_train_epochs", type=int, default=3)
+    train.add_argument("--per_device_train_batch_size", type=int, default=1)
+    train.add_argument("--per_device_eval_batch_size", type=int, default=1)
+    train.add_argument("--gradient_accumulation_steps", type=int, default=16)
+    train.add_argument("--learning_rate", type=float, default=2e-5)
+    train.add_argument("--weight_decay", type=float, default=0.01)
+    train.add_argument("--warmup_steps", type=int, default=1000)
+    train.add_argument("--max_grad_norm", type=float, default=1.0)
+    train.add_argument("--max_seq_length", type=int, default=4096)
+    train.add_argument("--resume_from_checkpoint", type=str, default=None, help="a checkpoint-<step> directory")
+    train.add_argument("--save_steps", type=int, default=1000)
+    train.add_argument("--save_total_limit", type=int, default=2)
+    add_dataset_flags(parser, CPT)
+    add_run_flags(parser, max_eval_samples=None)
+    parser.add_argument("--eval_steps", type=int, default=1000)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and sanity-check the command line."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_numbers(args, parser)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Continue pre-training and save; returns the exit status."""
+    args = parse_args(argv)
+    if args.list_models:
+        from adapters.registry import print_supported_models
+
+        print_supported_models()
+        return 0
+    offline_defaults()
+    os.environ.setdefault("TORCH_DISTRIBUTED_TIMEOUT", "7200")
+    adapter, source, flag = select_adapter(args)
+    data_dir, output_dir = resolve_paths(args, CPT)
+    if args.resume_from_checkpoint and not Path(args.resume_from_checkpoint).expanduser().is_dir():
+        raise ScriptError(f"--resume_from_checkpoint={args.resume_from_checkpoint}: no such directory")
+    data_dir = prepare_data(args, data_dir)
+    rows = read_splits(data_dir, args.max_eval_samples)
+
+    from base.base_dataset import VLMCollator, VLMCPTDataset
+    from shared.callbacks import MetricsFileCallback
+    from transformers import Trainer, set_seed
+
+    set_seed(args.seed)
+    precision = select_precision()
+    log(f"model {source} ({adapter.model_family} adapter): {precision.describe()}; continual pre-training (all "
+        f"parameters); vision encoder {'frozen' if args.freeze_vision_encoder else 'trained'}")
+    processor, tokenizer = load_processor(adapter, source, flag)
+    train_ds, eval_ds = build_datasets(VLMCPTDataset, data_dir, rows, adapter, processor, tokenizer,
+                                       args.max_seq_length)
+
+    model = load_model(adapter, source, flag, precision)
+    if args.freeze_vision_encoder:
+        log(f"vision encoder frozen: {adapter.freeze_vision_encoder(model):,} parameters")
+    log(describe_parameters(adapter, model))
+    vision_trainable = adapter.vision_is_trainable(model)
+
+    evaluate = eval_ds is not None
+    targs = make_training_arguments(
+        output_dir=str(output_dir),
+        logging_dir=str(output_dir / "logs"),
+        num_train_epochs=args.num_train_epochs,
+        per_device_train_batch_size=args.per_device_train_batch_size,
+        per_device_eval_batch_size=args.per_device_eval_batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        learning_rate=args.learning_rate,
+        weight_decay=args.weight_decay,
+        warmup_steps=args.warmup_steps,
+        max_grad_norm=args.max_grad_norm,
+        lr_scheduler_type="cosine",
+        logging_steps=args.logging_steps,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=args.eval_steps,
+        save_strategy="steps",
+        save_steps=args.save_steps,
+        save_total_limit=args.save_total_limit,
+        gradient_checkpointing=True,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        bf16=precision.bf16,
+        fp16=precision.fp16,
+        use_cpu=precision.device == "cpu",
+        report_to=report_to(args.use_wandb),
+        seed=args.seed,
+        dataloader_num_workers=args.num_workers,
+        dataloader_drop_last=False,
+        remove_unused_columns=False,
+        ddp_find_unused_parameters=bool(vision_trainable and train_ds.text_only_rows),
+    )
+    callbacks: list[Any] = [MetricsFileCallback()]
+    trainer = Trainer(model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds,
+                      data_collator=VLMCollator(adapter, tokenizer.pad_token_id), processing_class=processor,
+                      callbacks=callbacks)
+    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    final = output_dir / "final"
+    save_final(trainer, adapter, processor, source, final)
+    if trainer.is_world_process_zero():
+        log(f"done: {result.global_step} steps, train loss {result.training_loss:.4f}; model and processor in "
+            f"{final}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
