@@ -9,19 +9,27 @@ warm-up of each:
    file). A is ``torchrun --nnodes 1 --nproc_per_node 1 --master_addr 127.0.0.1 --master_port PORT script``;
    B is ``mlrecipe install RELEASE training/pytorchjob-distributed -f recipe.yaml`` on the local backend with
    ``launcher: {type: torchrun, script: ..., args: [...]}`` (1 node x 1 process). Medians of ``--runs`` each,
-   the overhead B - A in seconds (target <= 0.3 s), and where the time goes: the parent processes' start times
+   the overhead B - A in seconds (target <= 0.3 s; also as the median of the per-round differences, steadier on
+   a shared machine), and where the time goes: the parent processes' start times
    (read by the script) split the launch into the CLI (start, imports, planning, submit), the node (``unshare``
    mount namespace, step runtime, bash), torchrun, the script up to its first step, and the exit after the last.
 2. a one-minute job: the same script with a step count calibrated by hand (steps/s over a few seconds) so that
    the whole job by hand lasts about ``--job-seconds`` (default 60); the total wall time by hand vs through
    mlrecipe, medians of ``--long-runs`` (default 3) each, the relative overhead (target <= 2 %), and the
-   training part alone (first to last step) to tell start/exit costs from a slower training loop.
+   training part alone (first to last step) to tell start/exit costs from a slower training loop, and the CPU time
+   of everything each command ran (user + system, ``getrusage`` of the reaped children): on a busy machine wall
+   times swing by several per cent between runs, CPU time far less, and it shows whether the job does more work
+   under mlrecipe (a CLI that spins while it waits, a slower loop) or only waits longer.
 
 ``--device cuda`` (the default when ``nvidia-smi -L`` lists a GPU) runs on one GPU: by hand with
 ``CUDA_VISIBLE_DEVICES=0``, through mlrecipe with ``resources: {limits: {nvidia.com/gpu: 1}}``. ``--device cpu``
 requests no GPU (and passes ``-B gpus=cpu`` where the machine has GPUs). Every mlrecipe run uses its own release
 in a temporary ``MLRECIPE_HOME`` and is uninstalled afterwards; processes left behind are reported and killed.
 The script prints figures and exits 0; it asserts no target (it exits 1 only when a run fails).
+
+mlrecipe's modules are byte-compiled first, as ``pip install`` does: a checkout run under
+``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile them from source at every CLI start (about 30 ms that no
+installed copy pays; torch, torchrun's side, comes byte-compiled from its wheel).
 
 Run (about 7 minutes with the defaults on the 2-core machine)::
 
@@ -32,10 +40,13 @@ Run (about 7 minutes with the defaults on the 2-core machine)::
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
+import importlib.util
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import socket
@@ -84,12 +95,13 @@ class Run:
     end: float  #: its last step was done
     steps: int
     ancestors: list[tuple[str, float, int]]  #: the script's parents: command line, start time, pid
+    cpu: float = 0.0  #: user + system seconds of every process the command ran (and waited for)
 
     @classmethod
-    def from_stamp(cls, launch: float, exited: float, pid: int, stamp: dict[str, Any]) -> Run:
+    def from_stamp(cls, launch: float, exited: float, pid: int, stamp: dict[str, Any], cpu: float = 0.0) -> Run:
         chain = [(str(c), float(t), int(p)) for c, t, p in stamp.get("ancestors") or []]
         return cls(launch, exited, pid, float(stamp["start"]), float(stamp["first_step"]), float(stamp["end"]),
-                   int(stamp["steps"]), chain)
+                   int(stamp["steps"]), chain, cpu)
 
     @property
     def first_step(self) -> float:
@@ -181,6 +193,7 @@ class Bench:
     def timed(self, argv: list[str], env: dict[str, str], stamp: Path) -> Run:
         log = self.home / f"run-{self.counter}.log"
         with open(log, "wb") as out:
+            before = children_cpu()
             launch = time.time()
             proc = subprocess.Popen(argv, env=env, cwd=self.home, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
@@ -190,12 +203,13 @@ class Bench:
                 stop_group(proc)
                 code = None
             exited = time.time()
+            cpu = children_cpu() - before
         self.reap()
         if code != 0 or not stamp.exists():
             tail = log.read_text(errors="replace").splitlines()[-25:]
             why = "ran past its time limit" if code is None else f"exited with status {code}"
             raise RunFailed(f"{' '.join(argv)} {why}; last lines:\n  " + "\n  ".join(tail))
-        return Run.from_stamp(launch, exited, proc.pid, json.loads(stamp.read_text().splitlines()[-1]))
+        return Run.from_stamp(launch, exited, proc.pid, json.loads(stamp.read_text().splitlines()[-1]), cpu)
 
     def reap(self) -> None:
         """Kill (and note) every process this benchmark started that is still alive."""
@@ -203,6 +217,12 @@ class Bench:
             with contextlib.suppress(psutil.Error):
                 self.leftovers.append(f"{p.pid} {' '.join(p.cmdline())[:120]}")
                 p.kill()
+
+
+def children_cpu() -> float:
+    """User + system seconds of this process's reaped children and their reaped descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -244,6 +264,15 @@ def nvidia_gpus() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def byte_compile() -> str:
+    """Byte-compile the mlrecipe package the CLI imports (where it can); a line for the header."""
+    spec = importlib.util.find_spec("mlrecipe")
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    ok = all(compileall.compile_dir(d, quiet=1) for d in where) if where else False
+    flag = " (PYTHONDONTWRITEBYTECODE is set here)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""
+    return f"mlrecipe's modules byte-compiled before the runs{flag}: {'done' if ok else 'FAILED'}"
+
+
 def cpu_model() -> str:
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -276,6 +305,12 @@ def alternate(runs: int, a: Callable[[], Run], b: Callable[[], Run], label: str,
             who = "by hand " if name == "A" else "mlrecipe"
             print(f"  {label} {i + 1}/{runs} {name} {who}  {show(run)}", flush=True)
     return out_a, out_b
+
+
+def paired(a: list[Run], b: list[Run], figure: Callable[[Run], float]) -> float:
+    """The median of B - A over the rounds: each pair ran back to back, so a load that drifts over minutes (a
+    shared machine) weighs less than in the difference of the two medians."""
+    return statistics.median(figure(rb) - figure(ra) for ra, rb in zip(a, b, strict=True))
 
 
 def print_phases(a: list[Run], b: list[Run]) -> None:
@@ -317,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     gpus = nvidia_gpus()
     device = args.device or ("cuda" if gpus else "cpu")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped benchmark still kills what it started
     header(device, gpus)
+    print(f"bytecode: {byte_compile()}", flush=True)
     home = Path(tempfile.mkdtemp(prefix="mlrecipe-bench-first-step-"))
     env = {**os.environ, "MLRECIPE_HOME": str(home), "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), TAG_VAR: uuid.uuid4().hex}
@@ -349,12 +386,16 @@ def measure(bench: Bench, args: argparse.Namespace) -> int:
     bench.by_hand(steps)
     bench.through_mlrecipe(steps)
     a, b = alternate(args.runs, lambda: bench.by_hand(steps), lambda: bench.through_mlrecipe(steps), "run",
-                     lambda r: f"first step after {r.first_step:.3f} s, exited after {r.wall:.3f} s")
+                     lambda r: f"first step after {r.first_step:.3f} s, exited after {r.wall:.3f} s, "
+                     f"CPU {r.cpu:.3f} s")
     ma = statistics.median(r.first_step for r in a)
     mb = statistics.median(r.first_step for r in b)
     print(f"  A torchrun by hand:      {spread([r.first_step for r in a])}")
     print(f"  B mlrecipe install:      {spread([r.first_step for r in b])}")
     print(f"  overhead (B - A):        {mb - ma:+7.3f} s  ({(mb - ma) / ma:+.1%})   target <= 0.3 s")
+    print(f"  paired (B - A per round, median): {paired(a, b, lambda r: r.first_step):+.3f} s")
+    ca, cb = statistics.median(r.cpu for r in a), statistics.median(r.cpu for r in b)
+    print(f"  CPU time of the whole command, medians: A {ca:.3f} s | B {cb:.3f} s: mlrecipe adds {cb - ca:+.3f} s")
     print_phases(a, b)
 
     calib_seconds = min(5.0, max(1.0, args.job_seconds / 4))
@@ -367,13 +408,18 @@ def measure(bench: Bench, args: argparse.Namespace) -> int:
           f"start and exit), {args.long_runs} runs each, alternating", flush=True)
     la, lb = alternate(args.long_runs, lambda: bench.by_hand(long_steps), lambda: bench.through_mlrecipe(long_steps),
                        "job", lambda r: f"wall {r.wall:.3f} s, training {r.training:.3f} s, "
-                       f"first step after {r.first_step:.3f} s")
+                       f"first step after {r.first_step:.3f} s, CPU {r.cpu:.3f} s")
     wa, wb = statistics.median(r.wall for r in la), statistics.median(r.wall for r in lb)
     ta, tb = statistics.median(r.training for r in la), statistics.median(r.training for r in lb)
     print(f"  A torchrun by hand:      {spread([r.wall for r in la])}")
     print(f"  B mlrecipe install:      {spread([r.wall for r in lb])}")
     print(f"  overhead (B - A):        {wb - wa:+7.3f} s  ({(wb - wa) / wa:+.2%})   target <= 2 %")
+    pw = paired(la, lb, lambda r: r.wall)
+    print(f"  paired (B - A per round, median): {pw:+.3f} s ({pw / wa:+.2%})")
     print(f"  training alone (first -> last step): A {ta:.3f} s | B {tb:.3f} s ({(tb - ta) / ta:+.2%})")
+    ca, cb = statistics.median(r.cpu for r in la), statistics.median(r.cpu for r in lb)
+    print(f"  CPU time of the whole command:       A {ca:.3f} s | B {cb:.3f} s: mlrecipe adds {cb - ca:+.3f} s "
+          f"({(cb - ca) / ca:+.2%})")
     fa = statistics.median(r.wall - r.training for r in la)
     fb = statistics.median(r.wall - r.training for r in lb)
     print(f"  start + exit (wall - training):      A {fa:.3f} s | B {fb:.3f} s: mlrecipe adds {fb - fa:+.3f} s "

@@ -2,12 +2,14 @@
 
 The fake backend is added the way a real one is: its class and one registry line. What each step does is
 its command: ``ok``, ``fail``, ``serve`` (a server that becomes ready), ``interrupt`` (Ctrl-C while it
-runs), ``refuse`` (the submission is refused), ``flaky`` (the backend cannot answer twice, then succeeds).
+runs), ``refuse`` (the submission is refused), ``flaky`` (the backend cannot answer twice, then succeeds),
+``wake`` (running at the first look; its process has exited, which its wakeup descriptor says at once).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +90,13 @@ class FakeRunning(RunningStep[FakeHandle]):
         self.handle, self.plan, self.flaky, self.polls = handle, plan, flaky, 0
         WORLD.running.add(handle.run)
         WORLD.most_at_once = max(WORLD.most_at_once, len(WORLD.running))
+        self.exited: tuple[int, int] | None = None
+        if handle.command == "wake":  # a pipe with a byte in it: readable, as a pidfd once its process exited
+            self.exited = os.pipe()
+            os.write(self.exited[1], b"x")
+
+    def wakeup_fds(self) -> list[int]:
+        return [self.exited[0]] if self.exited is not None else []
 
     def poll(self) -> StepOutcome | None:
         outcome = self._poll()
@@ -104,6 +113,12 @@ class FakeRunning(RunningStep[FakeHandle]):
             return StepOutcome(StepState.FAILED, 1, "slow failure")
         if command == "interrupt":
             raise KeyboardInterrupt
+        if command == "wake" and self.polls == 1:
+            return None
+        if command == "wake" and self.exited is not None:
+            for fd in self.exited:
+                os.close(fd)
+            self.exited = None
         if command == "flaky" and self.flaky > 0:
             self.flaky -= 1
             raise TransientBackendError("controller busy")
@@ -244,6 +259,24 @@ def test_interrupt_cancels_the_running_step_with_exit_130(tmp_path: Path) -> Non
     assert run(pipeline(tmp_path, prep="ok", train="interrupt", evaluate="ok")) == ExitCode.INTERRUPTED
     assert WORLD.cancelled == ["train-2"]
     assert states() == {"prep": "succeeded", "train": "interrupted", "*": "interrupted"}
+
+
+def test_the_runner_waits_on_the_wakeup_descriptors_of_running_steps(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between two looks the runner sleeps on what running steps give it (a local node's pidfd), not a tick."""
+    from mlrecipe.backends import base
+
+    waits: list[tuple[list[int], float]] = []
+
+    def sleep(fds: list[int], timeout: float) -> None:
+        waits.append((list(fds), timeout))
+        assert fds, "a step whose descriptor is given is waited on"
+        base.sleep_until_readable(fds, 3600)  # returns at once: the descriptor is readable
+
+    monkeypatch.setattr("mlrecipe.runner.release.sleep_until_readable", sleep)
+    assert run(pipeline(tmp_path, train="wake")) == ExitCode.OK
+    assert len(waits) == 1 and len(waits[0][0]) == 1
+    assert states() == {"train": "succeeded", "*": "succeeded"}
 
 
 def test_bad_input_is_exit_2_and_starts_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -313,14 +313,18 @@ _register_optional()
 
 def main() -> None:
     """Console entry point: clean messages and named exit codes, no tracebacks for mlrecipe's own errors."""
+    from mlrecipe.cli import lifecycle
     from mlrecipe.errors import ExitCode, MlrecipeError
 
+    lifecycle.begin()
     try:
         app()
     except MlrecipeError as exc:
         sys.exit(output.print_error(exc))
     except KeyboardInterrupt:
         sys.exit(ExitCode.INTERRUPTED)
+    finally:
+        lifecycle.end()
 
 
 __all__ = ["address", "app", "main"]

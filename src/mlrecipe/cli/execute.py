@@ -8,6 +8,7 @@ import signal
 import time
 from typing import Any
 
+from mlrecipe.cli import lifecycle
 from mlrecipe.cli.address import parse_address
 from mlrecipe.cli.output import emit_json, fail, print_error
 from mlrecipe.errors import BackendError, ExitCode, MlrecipeError, ReleaseBusyError, UserError
@@ -37,6 +38,7 @@ def summary(record: Any) -> dict[str, Any]:
 def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry_run: bool, force: bool,
                out: str, max_parallel: int = 4, keep_going: bool = False) -> ExitCode:
     """Validate, then print the plan (dry run) or run the release; return the exit code."""
+    lifecycle.skip_pydantic_plugins()
     from mlrecipe.runner.progress import make_display
     from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
     from mlrecipe.runner.state import load_record
@@ -56,6 +58,7 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
         if dry_run:
             print(runner.materialize(), end="")
             return ExitCode.OK
+        lifecycle.started()
         code = runner.run()
     except (UserError, ReleaseBusyError) as exc:
         return print_error(exc)
@@ -81,6 +84,7 @@ def one_record(release: str, namespace: str | None, backend: str | None) -> Any:
 def resume(release: str, namespace: str | None, backend: str | None, out: str, opts: list[str],
            max_parallel: int = 4, keep_going: bool = False) -> ExitCode:
     """Continue a release after its last successful step."""
+    lifecycle.skip_pydantic_plugins()
     from mlrecipe.backends.base import StepState
     from mlrecipe.runner.progress import make_display
     from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
@@ -101,8 +105,10 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
             if step.state is StepState.RUNNING and step.handle:
                 impl.cancel_handle(impl.load_handle(step.handle))
                 step.state = StepState.INTERRUPTED
-        return ReleaseRunner(spec, impl, record.inputs, make_display(out), max_parallel=max_parallel,
-                             keep_going=keep_going).run()
+        runner = ReleaseRunner(spec, impl, record.inputs, make_display(out), max_parallel=max_parallel,
+                               keep_going=keep_going)
+        lifecycle.started()
+        return runner.run()
     except MlrecipeError as exc:
         return print_error(exc)
 

@@ -3,7 +3,7 @@ persisting state at every change.
 
 The runner reads only what :mod:`mlrecipe.backends.base` declares: a backend's ``check``, ``plan``,
 ``preflight``, ``submit``, ``cancel_handle`` and ``handle_alive``; a plan's ``notes``, ``node_count`` and
-``server_url``; a running step's ``settled``, ``progress_note`` and ``handle``.
+``server_url``; a running step's ``settled``, ``progress_note``, ``wakeup_fds`` and ``handle``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mlrecipe.backends.base import Backend, ReleaseContext, StepOutcome, StepState
+from mlrecipe.backends.base import Backend, ReleaseContext, StepOutcome, StepState, sleep_until_readable
 from mlrecipe.config import release_dir
 from mlrecipe.errors import BackendError, ExitCode, ReleaseBusyError
 from mlrecipe.runner.active import ActiveStep
@@ -24,7 +24,7 @@ from mlrecipe.runner.progress import Display
 from mlrecipe.runner.state import ReleaseRecord, StepRecord, create_time, load_record
 from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
 
-TICK_SECONDS = 0.25
+TICK_SECONDS = 0.25  #: between two looks at the running steps; a step's process that exits wakes the runner at once
 
 __all__ = ["ReleaseBusyError", "ReleaseRunner", "spec_from_inputs", "url_var"]
 
@@ -153,7 +153,8 @@ class ReleaseRunner:
                                          StepState.INTERRUPTED)
                         sched.waiting.clear()
                     if sched.waiting or sched.active:
-                        time.sleep(TICK_SECONDS)
+                        sleep_until_readable([fd for a in sched.active.values() for fd in a.running.wakeup_fds()],
+                                             TICK_SECONDS)
             except KeyboardInterrupt:
                 self._cancel_all(sched, record, "stopped by the user", StepState.INTERRUPTED)
                 return self._end(record, StepState.INTERRUPTED, sched)

@@ -25,6 +25,15 @@ def die_with_parent() -> None:
         pass
 
 
+def exit_fd(pid: int) -> int | None:
+    """A pidfd of the child ``pid``: readable once it exits, so that the runner waits on it instead of polling
+    (``None`` where there are none: not Linux >= 5.3; the runner then looks every tick)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def create_time(pid: int) -> float | None:
     try:
         return psutil.Process(pid).create_time()

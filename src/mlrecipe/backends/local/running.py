@@ -29,6 +29,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         self._wait_note = ""
         self.grace = grace
         self.popens: list[subprocess.Popen[bytes]] = []
+        self._exit_fds: dict[int, int] = {}  #: node process pid -> a pidfd, readable once it exits
         self.handle = LocalHandle(run_id=run_id)
         self._outcome: StepOutcome | None = None
         self.server = plan.server
@@ -69,12 +70,24 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                 )
             self.popens.append(p)
             self.handle.nodes.append(NodeProcess(rank=node.rank, pid=p.pid, created=procs.create_time(p.pid)))
+            fd = procs.exit_fd(p.pid)
+            if fd is not None:
+                self._exit_fds[p.pid] = fd
         self.started = True
         self._wait_note = ""
         if self.lease is not None:
             self.lease.close()
         if self.watcher is not None:
             self.watcher.start_clock()
+
+    def wakeup_fds(self) -> list[int]:
+        """The pidfds of the node processes that have not been seen to exit: the runner wakes as one exits."""
+        return [self._exit_fds[p.pid] for p in self.popens if p.returncode is None and p.pid in self._exit_fds]
+
+    def _unwatch(self) -> None:
+        for fd in self._exit_fds.values():
+            os.close(fd)
+        self._exit_fds.clear()
 
     def _failed(self, rank: int, code: int | None, message: str) -> StepOutcome:
         self.cancel()
@@ -109,6 +122,8 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                 self._outcome = self._failed(0, None, f"the server was not ready after {waited:.0f} s "
                                              f"(GET {self.server.health_url}; raise server.startup_probe to wait "
                                              "longer)")
+        if self._outcome is not None:
+            self._unwatch()
         return self._outcome
 
     def progress_note(self) -> str:
@@ -119,10 +134,14 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         """The server's URL once ``GET`` on its health path answers 2xx (probes at most once per period)."""
         if self.watcher is None or self.server is None or self._outcome is not None or not self.started:
             return None
-        return self.watcher.check(self.server.url)
+        url = self.watcher.check(self.server.url)
+        if url is not None:  # the runner stops watching a ready server
+            self._unwatch()
+        return url
 
     def cancel(self) -> None:
         if self.lease is not None:
             self.lease.close()
         procs.stop_run(self.handle, self.grace, self.popens)
+        self._unwatch()
 
