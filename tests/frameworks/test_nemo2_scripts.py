@@ -1,12 +1,12 @@
 """The ``framework: nemo2`` scripts: command lines, defaults, pure configuration, data, checkpoint look-up.
 
 NeMo 2 (``nemo.collections.llm``, Megatron-Core, nemo_run) trains on GPUs only, and most of these tests run without it
-(a stub package shadows any installed one). They cover everything that runs before NeMo is imported: the reference recipes' argument lists (§4 of the interface
-catalog) parse unchanged, the defaults are the catalog's, unknown flags exit 2, the flags map onto the recipe
-overrides / callbacks / logger / DataModule configs and the parallelism arithmetic, the data preparation writes the
-``data_dir`` layout, the checkpoint look-up and output names; and that a missing NeMo (a stub package shadows any
-installed one) or a missing checkpoint ends the script with one ``error:`` line and a non-zero status, the latter
-before NeMo is imported.
+(a stub package shadows any installed one). They cover everything that runs before NeMo is imported: the reference
+recipes' argument lists (§4 of the interface catalog) parse unchanged, the defaults are the catalog's, unknown flags
+exit 2, the flags map onto the recipe overrides / callbacks / logger / DataModule configs and the parallelism
+arithmetic, the data preparation writes the ``data_dir`` layout, the checkpoint look-up and output names; and that a
+missing NeMo (a stub package shadows any installed one) or a missing checkpoint ends the script with one ``error:``
+line and a non-zero status, the latter before NeMo is imported.
 
 With NeMo 2 installed (``make nemo2-env``, which ``make test`` runs: ``.venv-nemo2``; or
 ``MLRECIPE_NEMO2_PYTHON=<python with NeMo 2>``), ``fine_tune.py`` also runs in its dry-run mode with the real library
