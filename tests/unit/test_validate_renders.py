@@ -21,7 +21,7 @@ def test_an_empty_image_is_invalid_for_kubernetes_and_says_what_to_set(mlhome: P
     assert mlrecipe(mlhome, "validate", str(recipe), "--chart", chart).returncode == 0, "the spec itself is fine"
     done = mlrecipe(mlhome, "validate", str(recipe), "--chart", chart, "--backend", "kubernetes")
     assert done.returncode == 2
-    assert "image is required: set image to the container image" in done.stderr
+    assert f"{recipe}:1: image: required: set image to the container image" in done.stderr
     as_json = mlrecipe(mlhome, "validate", str(recipe), "--chart", chart, "-b", "kubernetes", "-o", "json")
     assert json.loads(as_json.stdout)["valid"] is False
     assert not (mlhome / "releases").exists(), "validation writes nothing"

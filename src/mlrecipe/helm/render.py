@@ -1,8 +1,9 @@
 """Render the mlrecipe charts with Helm's own engine (helm_python embeds Helm's Go SDK).
 
 ``render_chart`` returns the manifests as dicts in Helm's install order, ``render_text`` the YAML
-stream as ``helm template`` prints it. Schema violations raise :class:`ChartRenderError` whose
-``errors`` carry dotted field paths (``resources.nnodes: got string, want integer``).
+stream as ``helm template`` prints it. Schema violations and the templates' own checks (``required``)
+raise :class:`ChartRenderError` whose ``errors`` carry dotted field paths (``resources.nnodes: got string,
+want integer``, ``image: required: set image to ...``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from mlrecipe.errors import ChartRenderError, SchemaError
 from mlrecipe.helm._engine import LOCK, load_chart, parse_yaml
 
 _SCHEMA_LINE = re.compile(r"^- at '(?P<ptr>[^']*)': (?P<msg>.*)$")
+#: A template's ``required``/``fail``: ``execution error at (chart/templates/x.yaml:19:12): MESSAGE``.
+_EXECUTION_ERROR = re.compile(r"execution error at \((?P<template>[^)]*)\): (?P<msg>.*)", re.S)
+#: The charts' convention: a check's message starts with the values path it checks ("image is required: ...").
+_CHECKED_PATH = re.compile(r"^(?P<path>[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\d+\])*)(?: is |: )(?P<rest>.*)", re.S)
 _ADDITIONAL = re.compile(r"additional propert(?:y|ies) (?P<names>.+) not allowed")
 
 #: Helm's install order of kinds (pkg/release/util/kind_sorter.go, InstallOrder), abridged.
@@ -107,6 +112,19 @@ def parse_schema_errors(message: str) -> list[SchemaError]:
     ]
 
 
+def parse_template_check(message: str) -> list[SchemaError]:
+    """A failed template check (``required``/``fail``) as the value it names, or [] when it names none.
+
+    The charts' messages start with the values path they check and say what to set
+    (``image is required: set image to ...``); the result is ``SchemaError("image", "required: set image to ...")``.
+    """
+    m = _EXECUTION_ERROR.search(message)
+    checked = _CHECKED_PATH.match(m.group("msg").strip()) if m else None
+    if checked is None:
+        return []
+    return [SchemaError(checked.group("path"), checked.group("rest").strip())]
+
+
 def _render(
     chart_dir: Path, values: dict[str, Any], release: str, namespace: str
 ) -> list[tuple[str, str, dict[str, Any]]]:
@@ -120,7 +138,8 @@ def _render(
     except helm_python.HelmValuesError as exc:
         raise ChartRenderError(name, exc.detail, parse_schema_errors(exc.detail)) from exc
     except helm_python.HelmError as exc:
-        raise ChartRenderError(name, getattr(exc, "detail", str(exc))) from exc
+        detail = getattr(exc, "detail", str(exc))
+        raise ChartRenderError(name, detail, parse_template_check(detail)) from exc
     docs: list[tuple[str, str, dict[str, Any]]] = []
     for template in sorted(out, key=lambda t: (t.count("/charts/"), t)):
         if "/templates/" not in template or Path(template).name.startswith("_"):

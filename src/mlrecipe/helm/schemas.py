@@ -125,7 +125,8 @@ COMMON: dict[str, Any] = {
     "pre_script": LINES,
     "post_script": LINES,
     "kueue": obj({"queue_name": S, "priority_class": S}, "Kueue queue-name / priority-class labels."),
-    "hyperpod": obj({"enabled": BOOL, "auto_restart": BOOL, "max_retry": POS}, "SageMaker HyperPod overlay."),
+    "hyperpod": obj({"enabled": BOOL, "auto_restart": BOOL, "max_retry": POS, "tolerations": arr(TOLERATION)},
+                    "SageMaker HyperPod overlay."),
     "scheduler_name": S,
     "node_selector": {
         "type": ["object", "null"],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mlrecipe.errors import SpecError, SpecIssue
 
-__all__ = ["SpecError", "SpecIssue", "format_path"]
+__all__ = ["SpecError", "SpecIssue", "format_path", "parse_path"]
 
 
 def format_path(loc: tuple[str | int, ...]) -> str:
@@ -20,3 +20,14 @@ def format_path(loc: tuple[str | int, ...]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out
+
+
+def parse_path(path: str) -> tuple[str | int, ...]:
+    """The location tuple of a path that :func:`format_path` wrote (``resources.nnodes``, ``env[0].value``)."""
+    loc: list[str | int] = []
+    for part in path.replace("[", ".[").split("."):
+        if part.startswith("[") and part.endswith("]") and part[1:-1].isdigit():
+            loc.append(int(part[1:-1]))
+        elif part:
+            loc.append(part)
+    return tuple(loc)

@@ -21,7 +21,7 @@ from mlrecipe.spec.catalog import (
     UnknownChartError,
     lookup,
 )
-from mlrecipe.spec.errors import SpecError, SpecIssue, format_path
+from mlrecipe.spec.errors import SpecError, SpecIssue, format_path, parse_path
 from mlrecipe.spec.framework_scripts import framework_warnings
 from mlrecipe.spec.issues import ValueSources, pydantic_issues
 from mlrecipe.spec.launcher import expand_launcher
@@ -45,6 +45,15 @@ class StepSpec:
     named_by_step: bool = True
     #: What may go wrong although the step is valid (a framework the chart does not ship), for ``validate``.
     warnings: tuple[SpecIssue, ...] = field(default=(), compare=False)
+    #: Where each value came from: a problem found later (a chart's template check) names the file and line.
+    sources: ValueSources | None = field(default=None, compare=False, repr=False)
+
+    def issue(self, path: str, message: str) -> SpecIssue:
+        """A problem with the value at ``path`` (``image``, ``resources.nnodes``), at the file and line it came
+        from; without sources, at the step."""
+        if self.sources is None:
+            return SpecIssue(f"step {self.name}", None, path, message)
+        return SpecIssue(*self.sources.locate(parse_path(path)), message)
 
     @property
     def block(self) -> recipe_models.CommandBlock:
@@ -158,7 +167,7 @@ def build_step(
     issues = _chart_rules(recipe, values, chart, sources)
     if issues:
         return None, issues
-    step = StepSpec(name, chart, values, recipe, depends_on)
+    step = StepSpec(name, chart, values, recipe, depends_on, sources=sources)
     warnings = framework_warnings(chart, recipe.framework, step.command_line, (chart.block, "command"),
                                   [*recipe.pre_script, *recipe.inline_script])
     if warnings:

@@ -358,7 +358,8 @@ class Recipe(Model):
         None, description="Kueue {queue_name, priority_class}: kueue.x-k8s.io/queue-name and priority-class labels."
     )
     hyperpod: dict[str, Any] | None = Field(
-        None, description="SageMaker HyperPod overlay: {enabled, auto_restart, max_retry}."
+        None, description="SageMaker HyperPod overlay: {enabled, auto_restart (default true), max_retry, "
+        "tolerations}: ml. instance types, the job auto-resume annotations, tolerations of HyperPod's taints."
     )
     lws: dict[str, Any] | None = Field(
         None, description="LeaderWorkerSet settings: {size, worker_mode, master_port, rbac}."

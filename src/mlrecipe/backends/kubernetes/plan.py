@@ -17,7 +17,7 @@ from typing import Any
 from mlrecipe.backends.base import Plan, ReleaseContext
 from mlrecipe.backends.kubernetes import secrets
 from mlrecipe.spec.catalog import StepKind
-from mlrecipe.spec.errors import SpecError, SpecIssue
+from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.load import StepSpec
 
 #: Helm's limit on release names.
@@ -152,7 +152,8 @@ def _chart_values(step: StepSpec, ctx: ReleaseContext, env: dict[str, str]) -> t
 
 
 def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> KubernetesPlan:
-    """Render ``step``'s chart with Helm; schema violations become a :class:`SpecError` with field paths.
+    """Render ``step``'s chart with Helm; a value the chart's schema or templates refuse becomes a
+    :class:`SpecError` at the recipe's file, line and field.
 
     ``env`` is the pipeline's env for this step (outputs of earlier steps); see the module docstring.
     """
@@ -163,10 +164,10 @@ def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None 
     try:
         text = render_text(chart_path(step.chart.name), values, ctx.release, ctx.namespace)
     except ChartRenderError as exc:
-        where = f"{step.chart.name} (step {step.name})"
-        if exc.errors:
-            raise SpecError([SpecIssue(where, None, e.path, e.message) for e in exc.errors]) from exc
-        raise SpecError.single(where, exc.detail) from exc
+        if exc.errors:  # a value the chart refuses: at the recipe's file and line
+            raise SpecError([step.issue(e.path, f"{e.message} (chart {step.chart.name})")
+                             for e in exc.errors]) from exc
+        raise SpecError.single(f"{step.chart.name} (step {step.name})", exc.detail) from exc
     objects = [obj for doc in text.split("\n---\n") if (obj := parse_yaml(doc.removeprefix("---\n")))]
     return KubernetesPlan(
         step=step.name,

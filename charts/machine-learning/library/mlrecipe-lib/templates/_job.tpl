@@ -24,6 +24,8 @@ metadata:
   name: {{ $name }}
   labels:
     {{- include "mlrecipe.labels" $ctx | nindent 4 }}
+  annotations:
+    {{- include "mlrecipe.releaseAnnotations" $ctx | nindent 4 }}
 spec:
   clusterIP: None
   publishNotReadyAddresses: true

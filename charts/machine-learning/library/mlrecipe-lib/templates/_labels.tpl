@@ -25,10 +25,24 @@ kueue.x-k8s.io/priority-class: {{ .priority_class | quote }}
 {{- end }}
 {{- end -}}
 
-{{/* Annotations of a workload object: the HyperPod auto-restart overlay. */}}
+{{/*
+The release keys as annotations: the reference's Kubeflow Pipelines helm component and its utilities find a
+release's pods and Services by these annotations (app.kubernetes.io/managed-by == "Helm", instance == release).
+*/}}
+{{- define "mlrecipe.releaseAnnotations" -}}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+{{- end -}}
+
+{{/*
+Annotations of a workload object: the release keys and, with hyperpod.enabled and hyperpod.auto_restart (on
+unless set false, as in the reference), the annotations SageMaker HyperPod's job auto-resume documentation
+names (the reference renders an undocumented "enable-job-auto-restart" instead).
+*/}}
 {{- define "mlrecipe.workloadAnnotations" -}}
+{{ include "mlrecipe.releaseAnnotations" . }}
 {{- $hp := .Values.hyperpod | default dict -}}
-{{- if and $hp.enabled $hp.auto_restart }}
+{{- if and $hp.enabled (ne (toString $hp.auto_restart) "false") }}
 sagemaker.amazonaws.com/enable-job-auto-resume: "true"
 sagemaker.amazonaws.com/job-max-retry-count: {{ $hp.max_retry | default 3 | toString | quote }}
 {{- end }}
@@ -38,11 +52,8 @@ sagemaker.amazonaws.com/job-max-retry-count: {{ $hp.max_retry | default 3 | toSt
 {{- define "mlrecipe.workloadMeta" -}}
 labels:
   {{- include "mlrecipe.workloadLabels" . | nindent 2 }}
-{{- $ann := include "mlrecipe.workloadAnnotations" . | trim }}
-{{- if $ann }}
 annotations:
-  {{- $ann | nindent 2 }}
-{{- end }}
+  {{- include "mlrecipe.workloadAnnotations" . | nindent 2 }}
 {{- end -}}
 
 {{/*
@@ -58,8 +69,7 @@ labels:
   {{ $k }}: {{ $v | quote }}
   {{- end }}
 annotations:
-  app.kubernetes.io/instance: {{ $ctx.Release.Name | quote }}
-  app.kubernetes.io/managed-by: {{ $ctx.Release.Service | quote }}
+  {{- include "mlrecipe.releaseAnnotations" $ctx | nindent 2 }}
   karpenter.sh/do-not-disrupt: "true"
   sidecar.istio.io/inject: "false"
 {{- end -}}

@@ -1,7 +1,8 @@
 {{/*
 Scheduling: node selector, tolerations, scheduler name.
 node type: resources.node_type, else resources.node_instance_type (MPIJob-style recipes).
-With hyperpod.enabled the instance type gets the "ml." prefix of SageMaker HyperPod nodes.
+With hyperpod.enabled the instance type gets the "ml." prefix of SageMaker HyperPod nodes, and the pods
+tolerate hyperpod.tolerations (default: the node-health-status=Unschedulable taint, as in the reference).
 */}}
 {{- define "mlrecipe.nodeType" -}}
 {{- $r := .Values.resources | default dict -}}
@@ -34,7 +35,11 @@ nodeSelector:
 {{- $ctx := .ctx -}}
 {{- $list := .tolerations | default $ctx.Values.tolerations | default list -}}
 {{- $hp := $ctx.Values.hyperpod | default dict -}}
-{{- if or $list $hp.enabled }}
+{{- if $hp.enabled }}
+{{- $health := dict "key" "sagemaker.amazonaws.com/node-health-status" "operator" "Equal" "value" "Unschedulable" "effect" "NoSchedule" }}
+{{- $list = concat $list ($hp.tolerations | default (list $health)) }}
+{{- end }}
+{{- if $list }}
 tolerations:
 {{- range $t := $list }}
   - key: {{ tpl (toString $t.key) $ctx | quote }}
@@ -50,12 +55,6 @@ tolerations:
     {{- if not (kindIs "invalid" $t.toleration_seconds) }}
     tolerationSeconds: {{ int $t.toleration_seconds }}
     {{- end }}
-{{- end }}
-{{- if $hp.enabled }}
-  - key: sagemaker.amazonaws.com/node-health-status
-    operator: Equal
-    value: Unschedulable
-    effect: NoSchedule
 {{- end }}
 {{- end }}
 {{- end -}}

@@ -75,6 +75,8 @@ metadata:
   name: {{ include "mlrecipe.name" (list $ctx "") }}
   labels:
     {{- include "mlrecipe.labels" $ctx | nindent 4 }}
+  annotations:
+    {{- include "mlrecipe.releaseAnnotations" $ctx | nindent 4 }}
 spec:
   type: ClusterIP
   selector:
