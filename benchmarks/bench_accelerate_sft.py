@@ -75,9 +75,9 @@ SCRIPT = "text/peft_accelerate.py"
 WORKER = REPO / "benchmarks" / "assets" / "sft_worker.py"
 BIN = Path(sys.executable).parent
 MODEL_ID = "tiny/llama"
-#: the script's settings tried on top of baseline+ckpt (sft_worker.KNOBS, not imported: it imports transformers);
-#: left out: ``input_grads`` and ``no_cache``, which activation checkpointing already implies
-ABLATION_KNOBS = ("pad8", "tokenize", "tensorboard", "weight_decay", "keep_columns")
+#: the script's CPU settings tried on top of the baseline (sft_worker.KNOBS, not imported: it imports
+#: transformers); left out: ``checkpointing``, ``input_grads`` and ``pad8``, which the script uses with CUDA only
+ABLATION_KNOBS = ("tokenize", "tensorboard", "no_cache", "weight_decay", "keep_columns")
 KNOB_TEXT = {
     "checkpointing": "activation checkpointing (non-reentrant)",
     "input_grads": "enable_input_require_grads() alone",
@@ -99,22 +99,19 @@ class Variant:
     """What one run trains: the framework script, or the baseline with some of the script's settings."""
 
     side: str  #: "script" or "baseline"
-    knobs: tuple[str, ...] = ()
+    knobs: tuple[str, ...] = ()  #: the script: only "checkpointing" (``--gradient_checkpointing=true``)
 
     @property
     def name(self) -> str:
-        if self.side == "script":
-            return "script"
         if not self.knobs:
-            return "baseline"
-        if self.knobs == ("checkpointing",):
-            return "baseline+ckpt"
-        if set(self.knobs) == {"checkpointing", *ABLATION_KNOBS}:
-            return "baseline+ckpt+all"
-        return "baseline+" + "+".join("ckpt" if k == "checkpointing" else k for k in self.knobs)
+            return self.side
+        if set(self.knobs) == set(ABLATION_KNOBS):
+            return f"{self.side}+all"
+        return f"{self.side}+" + "+".join("ckpt" if k == "checkpointing" else k for k in self.knobs)
 
 
 SCRIPT_V = Variant("script")
+SCRIPT_CKPT_V = Variant("script", ("checkpointing",))
 BASE_V = Variant("baseline")
 CKPT_V = Variant("baseline", ("checkpointing",))
 
@@ -158,10 +155,12 @@ class Bench:
                 "learning_rate": a.learning_rate, "warmup_steps": a.warmup_steps, "logging_steps": a.logging_steps,
                 "num_workers": a.num_workers, "seed": 42}
 
-    def script_argv(self, out: Path) -> list[str]:
+    def script_argv(self, out: Path, knobs: Sequence[str] = ()) -> list[str]:
         values = {**self.common(), **self.lora, "eval_steps": self.args.steps + 1000}
         argv = [f"--hf_model_id={MODEL_ID}", f"--model_path={self.model}", f"--hfdc_dataset_name={self.dataset}",
                 f"--output_dir={out}"]
+        if "checkpointing" in knobs:
+            argv.append("--gradient_checkpointing=true")
         return argv + [f"--{k}={v}" for k, v in values.items()]
 
     def baseline_argv(self, out: Path, knobs: Sequence[str]) -> list[str]:
@@ -179,7 +178,7 @@ class Bench:
         stamp = out.with_suffix(".json")
         log = out.with_suffix(".log")
         if variant.side == "script":
-            tail = [str(WORKER), "script", SCRIPT, *self.script_argv(out)]
+            tail = [str(WORKER), "script", SCRIPT, *self.script_argv(out, variant.knobs)]
         else:
             tail = [str(WORKER), "baseline", *self.baseline_argv(out, variant.knobs)]
         if processes > 1:
@@ -341,30 +340,30 @@ def ratio_lines(results: list[dict[Variant, Run]], num: Variant, den: Variant, t
 
 
 def section_speed(bench: Bench, repeats: int, processes: int, title: str) -> dict[str, tuple[float, float]]:
-    variants = (SCRIPT_V, BASE_V, CKPT_V)
+    variants = (SCRIPT_V, BASE_V, SCRIPT_CKPT_V, CKPT_V)
     print(f"\n{title}", flush=True)
     res = rounds(bench, variants, repeats, processes, "round")
     speed_table(res, variants)
     ratio = ratio_lines(res, SCRIPT_V, BASE_V, target=0.95)
-    like = ratio_lines(res, SCRIPT_V, CKPT_V, target=0.95)
+    like = ratio_lines(res, SCRIPT_CKPT_V, CKPT_V, target=0.95)
     ratio_lines(res, CKPT_V, BASE_V)
-    return {"script/baseline": ratio, "script/baseline+ckpt": like}
+    return {"script/baseline": ratio, "script+ckpt/baseline+ckpt": like}
 
 
 def section_ablation(bench: Bench, repeats: int) -> None:
-    ref = CKPT_V
-    extra = [Variant("baseline", ("checkpointing", k)) for k in ABLATION_KNOBS]
-    every = Variant("baseline", ("checkpointing", *ABLATION_KNOBS))
+    ref = BASE_V
+    extra = [Variant("baseline", (k,)) for k in ABLATION_KNOBS]
+    every = Variant("baseline", ABLATION_KNOBS)
     variants = (ref, *extra, every, SCRIPT_V)
-    print(f"\n[2] where the rest of the gap comes from: baseline+ckpt with one more of the script's settings at a "
-          f"time, one process ({repeats} rounds of {len(variants)} runs, order rotated)", flush=True)
+    print(f"\n[2] where the rest of the gap comes from: the baseline with one more of the script's CPU settings at "
+          f"a time, one process ({repeats} rounds of {len(variants)} runs, order rotated)", flush=True)
     res = rounds(bench, variants, repeats, 1, "round")
-    print(f"  {'setting (baseline+ckpt + it)':<42} {'effect on samples/s vs baseline+ckpt':<38} per CPU second")
+    print(f"  {'setting (baseline + it)':<42} {'effect on samples/s vs baseline':<38} per CPU second")
     print(f"  {'':<42} {'median [min .. max]':<38} median [min .. max]")
     for v in (*extra, every, SCRIPT_V):
         ratios = [r[v].samples_per_s / r[ref].samples_per_s for r in res]
         cpu = [r[v].cpu_samples_per_s / r[ref].cpu_samples_per_s for r in res]
-        text = "all of the above" if v is every else "the script itself" if v is SCRIPT_V else KNOB_TEXT[v.knobs[1]]
+        text = "all of the above" if v is every else "the script itself" if v is SCRIPT_V else KNOB_TEXT[v.knobs[0]]
         print(f"  {text:<42} {fmt_spread(ratios, pct=True):<38} {fmt_spread(cpu, pct=True)}")
     ratio_lines(res, SCRIPT_V, every)
 
@@ -483,8 +482,8 @@ def measure(bench: Bench) -> int:
                             f"[3] two processes (accelerate launch --multi_gpu --num_processes 2, CPU, gloo), "
                             f"{args.ddp_repeats} rounds (samples/s: both processes together)")
     parts = [f"{label}: script / baseline {r['script/baseline'][0]:.3f} ({r['script/baseline'][1]:.3f} per CPU "
-             f"second), script / baseline+ckpt {r['script/baseline+ckpt'][0]:.3f} "
-             f"({r['script/baseline+ckpt'][1]:.3f})" for label, r in (("1 process", summary), ("2 processes", ddp))
+             f"second), script+ckpt / baseline+ckpt {r['script+ckpt/baseline+ckpt'][0]:.3f} "
+             f"({r['script+ckpt/baseline+ckpt'][1]:.3f})" for label, r in (("1 process", summary), ("2 processes", ddp))
              if r]
     if parts:
         print(f"\nsummary (medians of per-round ratios of samples/s; target script / baseline >= 0.95): "

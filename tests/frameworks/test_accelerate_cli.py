@@ -141,7 +141,25 @@ def test_hfdc_rebuild_rule(peft: ModuleType, cpt: ModuleType) -> None:
     assert c.hfdc.field_mapping is None and c.hfdc.input_template == "" and c.hfdc.train_split_ratio == 0.8
 
 
+def test_gradient_checkpointing_flag(peft: ModuleType) -> None:
+    """``--gradient_checkpointing``: auto (default) = on with CUDA, off on CPU; true, false or the bare flag force
+    it."""
+    default = peft.parse_args([])
+    assert default.gradient_checkpointing == "auto"
+    assert peft.use_checkpointing(default, "cuda") is True and peft.use_checkpointing(default, "cpu") is False
+    for argv, value in ((["--gradient_checkpointing"], "true"), (["--gradient_checkpointing=True"], "true"),
+                        (["--gradient_checkpointing", "false"], "false"), (["--gradient_checkpointing=0"], "false"),
+                        (["--gradient_checkpointing=AUTO"], "auto")):
+        args = peft.parse_args(argv)
+        assert args.gradient_checkpointing == value, argv
+        if value != "auto":
+            assert peft.use_checkpointing(args, "cpu") is peft.use_checkpointing(args, "cuda") is (value == "true")
+    usage = peft.build_parser().format_help()
+    assert "--gradient_checkpointing [{true,false,auto}]" in usage and "off on CPU" in usage
+
+
 @pytest.mark.parametrize("argv, needle", [
+    (["--gradient_checkpointing=maybe"], "--gradient_checkpointing"),
     (["--hfdc_split=validation"], "--hfdc_dataset_name"),
     (["--hfdc_dataset_name=x", "--hfdc_field_mapping=[1, 2]"], "--hfdc_field_mapping"),
     (["--max_steps=ten"], "--max_steps"),

@@ -336,11 +336,45 @@ def _json_object(flag: str) -> Callable[[str], dict | None]:
     return parse
 
 
+def on_off_auto(value: str) -> str:
+    """A switch whose default depends on the device: ``auto`` / ``true`` / ``false`` (also 1/0, yes/no, on/off).
+
+    Used as an argparse ``type``; returns ``"auto"``, ``"true"`` or ``"false"``.
+    """
+    text = str(value).strip().lower()
+    if text in ("auto", ""):
+        return "auto"
+    if text in ("1", "true", "yes", "on"):
+        return "true"
+    if text in ("0", "false", "no", "off"):
+        return "false"
+    raise argparse.ArgumentTypeError(f"{value!r}: expected true, false or auto")
+
+
+on_off_auto.__name__ = "true|false|auto value"
+
+
+def switch_on(choice: str, auto: bool) -> bool:
+    """An :func:`on_off_auto` value as a bool: ``auto`` gives ``auto`` (the device's choice)."""
+    return auto if choice == "auto" else choice == "true"
+
+
 def _add_field(parser: Any, flag: str, kind: str, default: Any, help_default: Any,
-               family: str) -> None:
-    """Add one flag. family: D0 (default None, bool flips the default), C (typed, store_true), T (bool as str)."""
+               family: str, extra: dict[str, Any] | None = None) -> None:
+    """Add one flag. family: D0 (default None, bool flips the default), C (typed, store_true), T (bool as str).
+
+    ``extra`` (a field's ``metadata["argparse"]``) overrides the ``add_argument`` keywords; its ``help`` is put in
+    front of the default hint.
+    """
     dest = flag.lstrip("-")
     hint = f"(default: {help_default})".replace("%", "%%")
+    if extra:
+        extra = dict(extra)
+        if "help" in extra:
+            hint = f"{extra.pop('help')} {hint}"
+        caster = {"int": int, "float": float}.get(kind, str)
+        parser.add_argument(flag, **{"dest": dest, "type": caster, "default": default, "help": hint, **extra})
+        return
     if kind == "bool":
         if family == "T":
             parser.add_argument(flag, dest=dest, type=str, default=default,
@@ -378,7 +412,8 @@ def dataclass_parser(cls: type, family: str, description: str | None = None,
                      nested: dict[str, tuple[type, tuple[str, ...]]] | None = None) -> argparse.ArgumentParser:
     """An argparse parser with one ``--<field>`` per field of the dataclass ``cls``.
 
-    ``family`` is ``D0``, ``C`` or ``T`` (see the module doc). ``nested`` maps a field of ``cls`` holding another
+    ``family`` is ``D0``, ``C`` or ``T`` (see the module doc); a field's ``metadata={"argparse": {...}}`` overrides
+    the keywords of its ``add_argument`` (e.g. ``type``, ``nargs``, ``const``, ``help``). ``nested`` maps a field of ``cls`` holding another
     dataclass (e.g. ``hfdc``) to (that class, fields not on the CLI); its fields become ``--<prefix>_<field>``.
     """
     nested = nested or {}
@@ -391,11 +426,12 @@ def dataclass_parser(cls: type, family: str, description: str | None = None,
         if isinstance(shown, list):
             shown = ",".join(map(str, shown))
         kind = _field_kind(tp)
+        extra = f.metadata.get("argparse")
         if family == "D0":
-            _add_field(parser, f"--{f.name}", kind, None, shown, family)
+            _add_field(parser, f"--{f.name}", kind, None, shown, family, extra)
         else:
             value = ",".join(map(str, default)) if kind == "list" and isinstance(default, list) else default
-            _add_field(parser, f"--{f.name}", kind, value, shown, family)
+            _add_field(parser, f"--{f.name}", kind, value, shown, family, extra)
     for prefix, (sub_cls, skip) in nested.items():
         group = parser.add_argument_group(f"--{prefix}_* ({sub_cls.__name__}; any of them rebuilds it from the "
                                           "class defaults, so --%s_dataset_name is then required)" % prefix)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from array import array
 import math
 import os
 import random
@@ -278,10 +279,13 @@ class SFTDataset:
     """Supervised fine-tuning samples: ``input + output`` tokenized, the prompt tokens masked in the labels.
 
     ids = tok(input + output) (truncated to ``max_seq_length``, special tokens on); labels = ids with the first
-    ``len(tok(input))`` positions set to -100. Tokenization happens per item (so DataLoader workers share it).
+    ``len(tok(input))`` positions set to -100. Tokenization happens per item, on the first fetch (so DataLoader
+    workers share it); each process keeps the token ids of the items it has fetched, up to ``cache_tokens`` tokens
+    (4 bytes each), so that a later epoch over a small dataset does not tokenize again.
     """
 
     mask_prompt = True
+    cache_tokens = 8 * 2**20  #: tokens kept per process (32 MiB); items past it are tokenized on every fetch
 
     def __init__(self, path: Path | str, tokenizer: Any, max_seq_length: int, max_samples: int | None = None):
         self.path = Path(path)
@@ -290,20 +294,34 @@ class SFTDataset:
         self.rows = read_jsonl(self.path, max_samples)
         self.tokenizer = tokenizer
         self.max_seq_length = max_seq_length
+        self._cache: dict[int, tuple[array, int, array | None]] = {}
+        self._cached_tokens = 0
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, index: int) -> dict[str, list[int]]:
+    def _encode(self, index: int) -> tuple[array, int, array | None]:
+        """(token ids, prompt tokens to mask, attention mask or None when it is all ones) of row ``index``."""
         row = self.rows[index]
         prompt, answer = str(row.get("input") or ""), str(row.get("output") or "")
         encoded = self.tokenizer(prompt + answer, truncation=True, max_length=self.max_seq_length)
-        ids = list(encoded["input_ids"])
-        labels = list(ids)
+        ids, mask = list(encoded["input_ids"]), list(encoded["attention_mask"])
+        n_prompt = 0
         if self.mask_prompt and prompt:
             n_prompt = len(self.tokenizer(prompt, truncation=True, max_length=self.max_seq_length)["input_ids"])
-            labels[: min(n_prompt, len(labels))] = [-100] * min(n_prompt, len(labels))
-        return {"input_ids": ids, "attention_mask": list(encoded["attention_mask"]), "labels": labels}
+        return array("i", ids), min(n_prompt, len(ids)), None if all(m == 1 for m in mask) else array("i", mask)
+
+    def __getitem__(self, index: int) -> dict[str, list[int]]:
+        found = self._cache.get(index)
+        if found is None:
+            found = self._encode(index)
+            if self._cached_tokens + len(found[0]) <= self.cache_tokens:
+                self._cache[index] = found
+                self._cached_tokens += len(found[0])
+        ids, n_prompt, mask = found
+        input_ids = ids.tolist()
+        return {"input_ids": input_ids, "attention_mask": [1] * len(input_ids) if mask is None else mask.tolist(),
+                "labels": [-100] * n_prompt + input_ids[n_prompt:]}
 
 
 class CPTDataset(SFTDataset):
@@ -312,11 +330,13 @@ class CPTDataset(SFTDataset):
     mask_prompt = False
 
 
-def make_collator(tokenizer: Any) -> Any:
-    """``DataCollatorForSeq2Seq`` padding to a multiple of 8, labels padded with -100."""
+def make_collator(tokenizer: Any, pad_to_multiple_of: int | None = 8) -> Any:
+    """``DataCollatorForSeq2Seq``: each batch padded to its longest row (rounded up to a multiple of
+    ``pad_to_multiple_of``; None: not rounded), labels padded with -100."""
     from transformers import DataCollatorForSeq2Seq
 
-    return DataCollatorForSeq2Seq(tokenizer, padding=True, pad_to_multiple_of=8, label_pad_token_id=-100)
+    return DataCollatorForSeq2Seq(tokenizer, padding=True, pad_to_multiple_of=pad_to_multiple_of,
+                                  label_pad_token_id=-100)
 
 
 def config_fields() -> list[str]:
