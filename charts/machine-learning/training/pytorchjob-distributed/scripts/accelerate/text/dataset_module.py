@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from array import array
 import math
 import os
 import random
@@ -25,6 +24,7 @@ import re
 import shutil
 import sys
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
