@@ -413,8 +413,9 @@ def dataclass_parser(cls: type, family: str, description: str | None = None,
     """An argparse parser with one ``--<field>`` per field of the dataclass ``cls``.
 
     ``family`` is ``D0``, ``C`` or ``T`` (see the module doc); a field's ``metadata={"argparse": {...}}`` overrides
-    the keywords of its ``add_argument`` (e.g. ``type``, ``nargs``, ``const``, ``help``). ``nested`` maps a field of ``cls`` holding another
-    dataclass (e.g. ``hfdc``) to (that class, fields not on the CLI); its fields become ``--<prefix>_<field>``.
+    the keywords of its ``add_argument`` (e.g. ``type``, ``nargs``, ``const``, ``help``). ``nested`` maps a field
+    of ``cls`` holding another dataclass (e.g. ``hfdc``) to (that class, fields not on the CLI); its fields become
+    ``--<prefix>_<field>``.
     """
     nested = nested or {}
     parser = argparse.ArgumentParser(description=description)  # each flag's help names its default
