@@ -5,19 +5,60 @@ the loss went down, the converted model differs from the base and reloads, the e
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
-from tests.conftest import EXAMPLES
-from tests.integration.helpers import cli
+from tests.conftest import EXAMPLES, REPO, cli_env
+from tests.integration.helpers import MLRECIPE, cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _losses(metrics: Path) -> list[float]:
+def _records(metrics: Path) -> list[dict]:
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
-    return [r["metrics"]["loss"] for r in records if "loss" in r.get("metrics", {})]
+    return [r for r in records if "metrics" in r]
+
+
+def _losses(metrics: Path) -> list[float]:
+    return [r["metrics"]["loss"] for r in _records(metrics) if "loss" in r["metrics"]]
+
+
+def _base_model(mlhome: Path) -> Path:
+    return mlhome / "volumes" / "pv-fsx" / "pretrained-models" / "tiny" / "qwen3"
+
+
+def _assert_merged(base: Path, converted: Path, torch, auto_model) -> None:
+    """The converted model reloads as a plain HF model and carries the merged LoRA update."""
+    key = "model.layers.0.self_attn.q_proj.weight"
+    tuned = auto_model.from_pretrained(converted).state_dict()
+    assert not any("lora" in k for k in tuned), "the adapter is merged, not kept beside the weights"
+    assert not torch.equal(auto_model.from_pretrained(base).state_dict()[key], tuned[key]), \
+        "the LoRA update is merged into the converted model"
+
+
+def _assert_evaluated(evaluation: dict, min_f1: float) -> None:
+    """test_checkpoint computed its metric on the test split (5 % of 300 rows, at most --max_samples=16) and the
+    answers overlap the labels (the untrained model's are random tokens)."""
+    assert 10 <= evaluation["samples"] <= 16 and evaluation["metric"], evaluation
+    assert all(0.0 <= v <= 1.0 for v in evaluation["scores"].values()), evaluation
+    assert max(evaluation["scores"].values()) > 0, evaluation
+    token_f1 = evaluation["scores"].get("token_f1")  # absent where BERTScore's model was at hand
+    assert token_f1 is None or token_f1 >= min_f1, evaluation
+
+
+def ray_processes(home: Path) -> list[str]:
+    """Ray's daemons started for releases under ``home`` (they inherit the step's environment)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "name"]):
+        try:
+            if proc.info["name"] in ("raylet", "gcs_server") and proc.environ().get("MLRECIPE_HOME") == str(home):
+                found.append(f"{proc.pid} {proc.info['name']}")
+        except psutil.Error:
+            continue
+    return found
 
 
 def test_accelerate_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> None:
@@ -43,3 +84,75 @@ def test_accelerate_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> N
     assert all(0.0 <= v <= 1.0 for v in evaluation["scores"].values()) and max(evaluation["scores"].values()) > 0
     log = cli(mlhome, "logs", "accelerate-sft", "evaluate").stdout
     assert "generator: transformers" in log or "generator: vllm" in log
+
+
+def _slurm_task_env(home: Path) -> dict[str, str]:
+    """The CLI's environment plus what a Slurm job step of one task per node shows its task (what ``--backend
+    slurm`` starts for every node; no SLURM_JOB_ID, so the step runtime keeps the local backend's contract)."""
+    return {**cli_env(home), "SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1", "SLURM_NNODES": "1",
+            "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_JOB_NAME": "lightning-sft-fine-tune"}
+
+
+def test_lightning_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> None:
+    """``python fine_tune.py --gpus_per_node=$PET_NPROC_PER_NODE`` as the reference recipe launches it: Lightning
+    starts the node's 2 processes itself, also where a Slurm task's variables are in the environment (Lightning
+    would otherwise take its Slurm environment and refuse 2 devices for a task of 1)."""
+    pytest.importorskip("lightning", reason="the pytorch_lightning scripts need lightning (the frameworks extra)")
+    pytest.importorskip("peft", reason="the pytorch_lightning scripts need the frameworks extra")
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    done = subprocess.run([*MLRECIPE, "run", str(EXAMPLES / "frameworks" / "pytorch_lightning" / "pipeline.yaml")],
+                          env=_slurm_task_env(mlhome), capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "bound at /etc/framework-scripts" in done.stdout
+    log = cli(mlhome, "logs", "lightning-sft", "fine-tune").stdout
+    assert "1 node(s) x 2 process(es); Lightning-launched processes" in log, log[-4000:]
+    assert "Starting with 2 processes" in log and "distributed_backend=gloo" in log
+    steps = mlhome / "releases" / "local" / "default" / "lightning-sft" / "steps"
+    records = _records(steps / "fine-tune" / "metrics.jsonl")
+    train = [r["metrics"]["train_loss_step"] for r in records if "train_loss_step" in r["metrics"]]
+    val = [r["metrics"]["val_loss"] for r in records if "val_loss" in r["metrics"]]
+    # the untrained loss is ~ln(400) = 6.0; LoRA on a 2-layer model of width 64 levels off near 4.8
+    assert len(train) >= 20 and train[-1] < train[0] - 0.4, train
+    assert len(val) >= 3 and val[-1] < val[0] - 0.2, val
+    home = mlhome / "volumes" / "pv-efs" / "home" / "lightning-sft"
+    assert (home / "logs" / "0" / "fine-tune.log").is_file()  # the recipe's own tee, as in the reference
+    checkpoints = home / "results" / "tiny" / "qwen3" / "checkpoints"
+    (ckpt,) = checkpoints.glob("model-peft-lora-epoch=*-step=*.ckpt")
+    (converted,) = checkpoints.glob("model-peft-lora-*.hf_model")
+    assert converted.name == ckpt.name.removesuffix(".ckpt") + ".hf_model"
+    _assert_merged(_base_model(mlhome), converted, torch, AutoModelForCausalLM)
+    evaluation = json.loads(ckpt.with_name(ckpt.name.removesuffix(".ckpt") + ".evaluation.json").read_text())
+    _assert_evaluated(evaluation, min_f1=0.3)
+    assert evaluation["generator"] in cli(mlhome, "logs", "lightning-sft", "evaluate").stdout
+
+
+def test_ray_train_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> None:
+    """``python text/ray_train_sft.py`` as the driver of a Ray job on a local Ray cluster (a head and 2 worker
+    nodes), the HF Trainer in 2 Ray Train workers; convert and evaluate as Ray jobs too; no Ray process outlives the
+    release."""
+    pytest.importorskip("ray.train", reason="the ray_train scripts need Ray Train (the frameworks extra)")
+    pytest.importorskip("peft", reason="the ray_train scripts need the frameworks extra")
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    done = cli(mlhome, "run", str(EXAMPLES / "frameworks" / "ray_train" / "pipeline.yaml"), timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "bound at /etc/framework-scripts" in done.stdout
+    assert "a head (1 CPU) and 2 node(s) in group training" in done.stdout
+    steps = mlhome / "releases" / "local" / "default" / "ray-train-sft" / "steps"
+    records = _records(steps / "fine-tune" / "metrics.jsonl")
+    train = [r["metrics"]["loss"] for r in records if "loss" in r["metrics"]]
+    evals = [r["metrics"]["eval_loss"] for r in records if "eval_loss" in r["metrics"]]
+    assert len(train) >= 10 and train[-1] < train[0] - 0.5, train
+    assert len(evals) >= 3 and evals[-1] < evals[0], evals
+    home = mlhome / "volumes" / "pv-efs" / "home" / "ray-train-sft"
+    assert list(home.glob("logs/*/fine-tune.log")), "the recipe's own tee to $HOME/logs/$HOSTNAME/"
+    run = home / "results" / "tiny-qwen3"  # Ray Train's storage: <results>/<hf_model_id, / -> ->
+    newest = max(run.glob("checkpoint_*[0-9]"), key=lambda p: p.stat().st_mtime) / "checkpoint"
+    assert (newest / "adapter_model.safetensors").is_file()
+    converted = newest.with_name("checkpoint.hf_model")
+    _assert_merged(_base_model(mlhome), converted, torch, AutoModelForCausalLM)
+    _assert_evaluated(json.loads((newest / "evaluation.json").read_text()), min_f1=0.15)
+    assert not ray_processes(mlhome), "the release's Ray processes ended with its steps"

@@ -404,6 +404,19 @@ def configure_callbacks(config: Config, results: Path) -> list[Any]:
     ]
 
 
+def cluster_plugins(launch: Launch) -> list[Any]:
+    """Lightning's cluster environment for this launch. When Lightning starts the node's processes itself
+    (``python fine_tune.py``, the reference recipe's launch), ``LightningEnvironment``: the processes meet through
+    ``MASTER_ADDR`` / ``MASTER_PORT`` / ``NODE_RANK`` (which the recipe exports from ``PET_*``), and a scheduler's own
+    variables are not taken for the process layout (under a Slurm job step of one task per node, Lightning would
+    otherwise pick its Slurm environment and refuse ``devices`` > 1). Under torchrun Lightning's own choice stays."""
+    if launch.torchrun:
+        return []
+    from lightning.pytorch.plugins.environments import LightningEnvironment
+
+    return [LightningEnvironment()]
+
+
 def stop_local_processes(trainer: Any) -> None:
     """After a failure in the launching process, stop the local processes Lightning started (they would otherwise
     wait in a collective until the timeout). Nothing to do under torchrun, which stops the other ranks itself."""
@@ -478,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         accumulate_grad_batches=config.accumulate_grad_batches, gradient_clip_val=None,
         callbacks=configure_callbacks(config, results), logger=configure_loggers(config, results, classes),
         enable_checkpointing=True, enable_progress_bar=sys.stderr.isatty(), enable_model_summary=True,
-        deterministic=False)
+        deterministic=False, plugins=cluster_plugins(launch))
     for logger in trainer.loggers:
         if isinstance(logger, classes["MetricsFileLogger"]):
             logger.trainer = trainer
