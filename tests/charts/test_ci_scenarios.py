@@ -49,5 +49,11 @@ def test_golden(scenario: tuple[str, Path], update_golden: bool) -> None:
     # The runtime source is checked by test_vendoring; keep the goldens free of its churn.
     text = _RUNTIME.sub(r'\1"<src/mlrecipe/runtime/step_runtime.py>"', text)
     # So are the framework scripts (test_framework_delivery).
-    text = _TREE_SCRIPT.sub(lambda m: f'{m.group(1)}{m.group(2)}: "<scripts/.../{m.group(2).replace("--", "/")}>"', text)
+    text = _TREE_SCRIPT.sub(lambda m: f'{m.group(1)}{m.group(2)}: "<scripts/.../{m.group(2).replace("--", "/")}>"',
+                            text)
+    flat = sorted({p.name for p in (charts_root() / name / "scripts").glob("*/*") if p.is_file()})
+    if flat:  # a flat framework folder (serving charts): its files by their base names
+        keys = "|".join(re.escape(n) for n in flat)
+        text = re.sub(rf'(?m)^(  )({keys}): ".*"$', lambda m: f'{m.group(1)}{m.group(2)}: "<scripts/.../{m.group(2)}>"',
+                      text)
     check_golden(golden_path(name, values_file), text, update_golden)

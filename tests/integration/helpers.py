@@ -106,3 +106,15 @@ def process_names(release: str, home: Path) -> list[str]:
         except psutil.Error:
             continue
     return names
+
+
+def ray_processes(home: Path) -> list[str]:
+    """Ray's daemons started for releases under ``home`` (they inherit the step's environment)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "name"]):
+        try:
+            if proc.info["name"] in ("raylet", "gcs_server") and proc.environ().get("MLRECIPE_HOME") == str(home):
+                found.append(f"{proc.pid} {proc.info['name']}")
+        except psutil.Error:
+            continue
+    return found

@@ -8,11 +8,10 @@ import json
 import subprocess
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.conftest import EXAMPLES, REPO, cli_env
-from tests.integration.helpers import MLRECIPE, cli
+from tests.integration.helpers import MLRECIPE, cli, ray_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,18 +46,6 @@ def _assert_evaluated(evaluation: dict, min_f1: float) -> None:
     assert max(evaluation["scores"].values()) > 0, evaluation
     token_f1 = evaluation["scores"].get("token_f1")  # absent where BERTScore's model was at hand
     assert token_f1 is None or token_f1 >= min_f1, evaluation
-
-
-def ray_processes(home: Path) -> list[str]:
-    """Ray's daemons started for releases under ``home`` (they inherit the step's environment)."""
-    found = []
-    for proc in psutil.process_iter(["pid", "name"]):
-        try:
-            if proc.info["name"] in ("raylet", "gcs_server") and proc.environ().get("MLRECIPE_HOME") == str(home):
-                found.append(f"{proc.pid} {proc.info['name']}")
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_accelerate_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> None:

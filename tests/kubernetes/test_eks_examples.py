@@ -24,6 +24,7 @@ GOLDEN = REPO / "tests" / "golden" / "kubernetes" / "eks"
 PIPELINES = sorted((EXAMPLES / "eks").glob("*/pipeline.yaml"))
 RUNTIME_BLOB = re.compile(r'^(\s*step_runtime\.py: ).*$', re.MULTILINE)
 SCRIPT_BLOB = re.compile(r'^(\s*)([\w.-]+--[\w.-]+): ".*$', re.MULTILINE)  # a tree chart's framework script
+FLAT_SCRIPT_BLOB = re.compile(r'^(\s*)(openai_api\.py): ".*$', re.MULTILINE)  # a serving chart's framework script
 
 
 def _runner(path: Path) -> ReleaseRunner:
@@ -39,6 +40,8 @@ def test_eks_example_golden_and_valid(path: Path, mlhome: Path, update_golden: b
     text = RUNTIME_BLOB.sub(r"\1<the step runtime, checked by tests/charts/test_vendoring.py>", text)
     text = SCRIPT_BLOB.sub(lambda m: f"{m.group(1)}{m.group(2)}: <{m.group(2).replace('--', '/')} of the chart's "
                            "scripts/, checked by tests/charts/test_framework_delivery.py>", text)
+    text = FLAT_SCRIPT_BLOB.sub(lambda m: f"{m.group(1)}{m.group(2)}: <the chart's scripts/vllm-*/{m.group(2)}, "
+                                "checked by tests/charts/test_rayserve_scripts.py>", text)
     check_golden(GOLDEN / f"{path.parent.name}.yaml", text, update_golden)
     objects = [o for o in yaml.safe_load_all(_runner(path).materialize()) if o]
     assert objects

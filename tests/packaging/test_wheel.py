@@ -41,6 +41,8 @@ WORKLOAD = {
     "serving/triton-inference-server-lws": "LeaderWorkerSet",
     "serving/djl-lmi-server": "Deployment",
     "serving/generic-server": "Deployment",
+    "training/mpijob-horovod-tensorflow-gpu": "MPIJob",
+    "testing/jupyter": "Deployment",
 }
 
 

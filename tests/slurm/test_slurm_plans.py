@@ -172,3 +172,13 @@ def test_job_states() -> None:
     outcome = outcome_of(timeout, Path("/nonexistent"))
     assert outcome.exit_code == 143 and "TIMEOUT (reason: TimeLimit)" in outcome.message
     assert parse_job("garbage") is None
+
+
+def test_a_tls_server_is_refused_before_anything_starts(mlhome: Path) -> None:
+    """``testing/jupyter`` serves HTTPS on 127.0.0.1: a compute node's server would never be reachable."""
+    from mlrecipe.spec.load import load_step_release
+
+    step = load_step_release("look", "testing/jupyter", [str(EXAMPLES / "quickstart" / "recipes" / "jupyter.yaml")],
+                             ["nginx.htpasswd=$apr1$x$y"]).steps[0]
+    problems = get_backend("slurm", {}).check(step)
+    assert any("serves over TLS" in p and "--backend local" in p for p in problems), problems

@@ -26,6 +26,7 @@ GOLDEN = REPO / "tests" / "golden" / "frameworks"
 FRAMEWORKS = sorted(p.parent.name for p in (EXAMPLES / "frameworks").glob("*/pipeline.yaml"))
 RUNTIME_BLOB = re.compile(r'^(\s*step_runtime\.py: ).*$', re.MULTILINE)
 SCRIPT_BLOB = re.compile(r'^(\s*)([\w.-]+--[\w.-]+): ".*$', re.MULTILINE)  # a tree chart's framework script
+TOP_SCRIPT_BLOB = re.compile(r'^(\s*)(?!step_runtime\.py)([\w.-]+\.py): ".*$', re.MULTILINE)  # at the tree's top
 
 
 def _runner(path: Path, backend: str, options: dict | None = None) -> ReleaseRunner:
@@ -71,6 +72,8 @@ def test_framework_example_on_eks_golden_and_valid(framework: str, mlhome: Path,
     shown = RUNTIME_BLOB.sub(r"\1<the step runtime, checked by tests/charts/test_vendoring.py>", text)
     shown = SCRIPT_BLOB.sub(lambda m: f"{m.group(1)}{m.group(2)}: <{m.group(2).replace('--', '/')} of the "
                             "chart's scripts/, checked by tests/charts/test_framework_delivery.py>", shown)
+    shown = TOP_SCRIPT_BLOB.sub(lambda m: f"{m.group(1)}{m.group(2)}: <{m.group(2)} of the chart's scripts/, checked "
+                                "by tests/charts/test_framework_delivery.py>", shown)
     check_golden(GOLDEN / f"{framework}-eks.yaml", normalize(shown, [(str(REPO), "$REPO")]), update_golden)
 
 

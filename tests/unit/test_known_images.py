@@ -50,3 +50,48 @@ def test_a_rayserve_step_in_an_environment_without_ray_fails_before_it_starts(ml
     assert done.returncode == 1
     assert "needs the Python package 'ray'" in done.stdout
     assert not list(mlhome.glob("releases/local/default/llm/steps/*/node-0.log")), "nothing started"
+
+
+def test_nemo_and_triton_images_map_to_their_environments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (".venv-vllm", ".venv-triton", ".venv-nemo2"):
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "bin" / "python").touch()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))
+    monkeypatch.delenv(images.IMAGES_VAR, raising=False)
+    known = images.ImageEnvironments({}, known=images.known_images())
+    for image, env_name in (("nvcr.io/nvidia/nemo:25.02", ".venv-nemo2"),
+                            ("nvcr.io/nvidia/tritonserver:24.08-py3", ".venv-triton"),
+                            ("rayproject/ray:2.52.1-py311-gpu", ".venv-vllm")):
+        assert known.resolve(image)[0].prefix == tmp_path / env_name, image
+    assert known.resolve("nvcr.io/nvidia/nemo-curator:25.02")[0].prefix is None, "only NeMo's training image"
+
+
+@pytest.mark.parametrize("framework, package, target", [
+    ("nemo2", "nemo", "make nemo2-env"), ("pytorch_lightning", "lightning", "make venv"),
+    ("accelerate", "peft", "make venv"),
+])
+def test_a_framework_step_names_the_package_its_scripts_import(tmp_path: Path, framework: str, package: str,
+                                                              target: str) -> None:
+    from mlrecipe.backends.host import framework_needs
+    from mlrecipe.spec.load import load_step_release
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"image: nvcr.io/nvidia/pytorch:24.10-py3\nframework: {framework}\n"
+                      "train:\n  command: [python, fine_tune.py]\n", encoding="utf-8")
+    step = load_step_release("rel", "training/pytorchjob-distributed", [str(recipe)]).steps[0]
+    assert package in framework_needs.needs(step)
+    bare = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    problems = images.environment_problems(images.PythonEnvironment(bare), framework_needs.needs(step),
+                                           "chart training/pytorchjob-distributed")
+    assert any(f"needs the Python package '{package}'" in p and target in p for p in problems), problems
+
+
+def test_a_step_without_framework_needs_nothing_more(tmp_path: Path) -> None:
+    from mlrecipe.backends.host import framework_needs
+    from mlrecipe.spec.load import load_step_release
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("image: python:3.11\ntrain:\n  command: [python, -c, pass]\n", encoding="utf-8")
+    step = load_step_release("rel", "training/pytorchjob-distributed", [str(recipe)]).steps[0]
+    assert framework_needs.needs(step) == ()

@@ -19,7 +19,7 @@ LAYERS = [
     ("mlrecipe.spec", 1), ("mlrecipe.helm", 1), ("mlrecipe.config", 1), ("mlrecipe.serve", 1),
     ("mlrecipe.backends.base", 2),
     ("mlrecipe.backends", 3),
-    ("mlrecipe.runner", 4),
+    ("mlrecipe.runner", 4), ("mlrecipe.kfp", 4),
     ("mlrecipe.infra", 5), ("mlrecipe.cli", 5), ("mlrecipe.__main__", 5),
     ("mlrecipe", 0),
 ]

@@ -3,7 +3,8 @@
 Launched by torchrun (one process per node on CPU, gloo; NCCL when GPUs are present). Every
 ``--ckpt-every`` steps rank 0 writes ``step-XXXXXX.pt`` (model, optimizer, step); a restarted run
 continues from the newest one, so the total number of optimizer steps is exactly ``--steps``.
-At the end rank 0 saves the model and tokenizer in Hugging Face format to ``--export``.
+At the end rank 0 saves the model and tokenizer in Hugging Face format to ``--export``. Rank 0 also writes
+the loss as TensorBoard events (``--tensorboard-dir``, default: ``tensorboard`` beside the checkpoint directory).
 """
 
 from __future__ import annotations
@@ -81,6 +82,16 @@ def save_checkpoint(directory: Path, step: int, model: torch.nn.Module, optim: t
     tmp.replace(directory / f"step-{step:06d}.pt")
 
 
+def tensorboard_writer(log_dir: str | Path, start: int):
+    """A TensorBoard SummaryWriter (events after ``start`` dropped on resume), or None without tensorboard."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        print("tensorboard is not installed: no TensorBoard events", flush=True)
+        return None
+    return SummaryWriter(log_dir=str(log_dir), purge_step=start or None)
+
+
 def batches(tokens: np.ndarray, seq_len: int, batch: int, rank: int, world: int, step: int):
     """The batch of ``rank`` at ``step``: deterministic, so a resumed run sees the same data."""
     rng = np.random.default_rng(1000003 * step + 7)
@@ -100,6 +111,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16, help="sequences per rank per step")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds to pause per step (tests)")
+    parser.add_argument("--tensorboard-dir", help="TensorBoard event files (default: <ckpt-dir>/../tensorboard)")
     args = parser.parse_args()
 
     rank, world, device = init_distributed()
@@ -121,6 +133,8 @@ def main() -> None:
         start, losses = state["step"], state["losses"]
         print(f"[rank {rank}] resumed from {newest.name} at step {start}", flush=True)
     ddp = DistributedDataParallel(model) if world > 1 else model
+    writer = tensorboard_writer(args.tensorboard_dir or Path(args.ckpt_dir).parent / "tensorboard", start) \
+        if rank == 0 else None
     t0 = time.time()
     for step in range(start, args.steps):
         inputs = batches(tokens, args.seq_len, args.batch, rank, world, step).to(device)
@@ -135,6 +149,8 @@ def main() -> None:
             value /= world
         losses.append(float(value))
         done = step + 1
+        if writer is not None:
+            writer.add_scalar("train/loss", losses[-1], done)
         if rank == 0 and (done % 10 == 0 or done == args.steps):
             rate = (done - start) / max(time.time() - t0, 1e-9)
             print(f"step {done}/{args.steps} loss {losses[-1]:.4f} ({rate:.1f} steps/s)", flush=True)
@@ -143,6 +159,8 @@ def main() -> None:
             save_checkpoint(ckpt_dir, done, model, optim, losses)
         if args.step_sleep:
             time.sleep(args.step_sleep)
+    if writer is not None:
+        writer.close()
     if world > 1:
         dist.barrier()
     if rank == 0:

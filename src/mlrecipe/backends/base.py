@@ -62,7 +62,8 @@ class ReleaseContext:
     """Where and as what a release runs, and what the runner will run after the current step.
 
     ``pipeline`` is every step name in order; ``upcoming`` the steps the runner will run after the one
-    being submitted (steps it skips as unchanged are left out), for backends that queue ahead.
+    being submitted (steps it skips as unchanged are left out), for backends that queue ahead: only steps of
+    the same backend, up to the first step of another one. ``state_dir`` is the release's on every backend.
     """
 
     release: str
@@ -71,6 +72,7 @@ class ReleaseContext:
     state_dir: Path
     pipeline: tuple[str, ...] = ()
     upcoming: tuple[StepSpec, ...] = ()
+    runs_on: str = ""  #: the backend of the step being planned when it is not the release's (a hybrid pipeline)
 
     @property
     def address(self) -> str:

@@ -66,7 +66,7 @@ def contract_env(
         "MLRECIPE_RELEASE": ctx.release,
         "MLRECIPE_NAMESPACE": ctx.namespace,
         "MLRECIPE_STEP": step.name,
-        "MLRECIPE_BACKEND": ctx.backend,
+        "MLRECIPE_BACKEND": ctx.runs_on or ctx.backend,
         METRICS_VAR: str(ctx.step_dir(step.name) / METRICS_FILE),
     }
     policy = step.recipe.elastic_policy

@@ -300,7 +300,7 @@ def options(
 
 
 def _register_optional() -> None:
-    for module in ("mlrecipe.cli.doctor_cmd", "mlrecipe.cli.cluster_cmd"):
+    for module in ("mlrecipe.cli.doctor_cmd", "mlrecipe.cli.cluster_cmd", "mlrecipe.cli.compile_cmd"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError:

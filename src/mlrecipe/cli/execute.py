@@ -22,6 +22,14 @@ def _backend(name: str | None, spec_backend: str | None, opts: list[str]) -> Any
     return get_backend(name or spec_backend or DEFAULT_BACKEND, parse_backend_opts(opts))
 
 
+def record_backends(record: Any, opts: list[str]) -> Any:
+    """The backends of a recorded release (``StepBackends``): its own, with ``opts``, and those its steps ran on
+    (``.named(record.backend_of(step))``)."""
+    from mlrecipe.runner.placement import StepBackends
+
+    return StepBackends(_backend(record.backend, None, opts))
+
+
 def summary(record: Any) -> dict[str, Any]:
     """A release record as ``status -o json`` prints it."""
     return {
@@ -29,7 +37,9 @@ def summary(record: Any) -> dict[str, Any]:
         "state": record.effective_state().value,
         "steps": [
             {"name": s.name, "chart": s.chart, "state": s.state.value, "exit_code": s.exit_code,
-             "message": s.message, "url": s.url, "progress": s.progress}
+             "message": s.message, "url": s.url, "progress": s.progress, "backend": record.backend_of(s),
+             "needs": record.needs.get(s.name, []),
+             **({"matrix": s.matrix} if s.matrix else {})}
             for s in (record.steps[n] for n in record.order if n in record.steps)
         ],
     }
@@ -62,10 +72,17 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
         code = runner.run()
     except (UserError, ReleaseBusyError) as exc:
         return print_error(exc)
+    if out != "json":
+        from mlrecipe.cli.sweep_table import print_sweeps
+
+        print_sweeps(runner)
     if out == "json":
+        from mlrecipe.cli import sweep_table
+
         record = load_record(impl.name, spec.namespace, spec.release)
         if record is not None:
-            emit_json(summary(record))
+            sweeps = [sweep_table.as_json(t) for t in sweep_table.tables(runner)]
+            emit_json({**summary(record), **({"sweeps": sweeps} if sweeps else {})})
     return code
 
 
@@ -87,6 +104,7 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
     lifecycle.skip_pydantic_plugins()
     from mlrecipe.backends.base import StepState
     from mlrecipe.runner.progress import make_display
+    from mlrecipe.runner.recorded_inputs import restore
     from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 
     try:
@@ -100,17 +118,24 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
             print(f"release {record.backend}://{record.namespace}/{record.release} already succeeded; nothing to do")
             return ExitCode.OK
         impl = _backend(record.backend, None, opts)
-        spec = spec_from_inputs(record.inputs)
+        inputs = restore(record.inputs, dict(os.environ))
+        spec = spec_from_inputs(inputs)
+        runner = ReleaseRunner(spec, impl, inputs, make_display(out), max_parallel=max_parallel,
+                               keep_going=keep_going)
         for step in record.steps.values():
             if step.state is StepState.RUNNING and step.handle:
-                impl.cancel_handle(impl.load_handle(step.handle))
+                step_impl = runner.backends.named(record.backend_of(step))
+                step_impl.cancel_handle(step_impl.load_handle(step.handle))
                 step.state = StepState.INTERRUPTED
-        runner = ReleaseRunner(spec, impl, record.inputs, make_display(out), max_parallel=max_parallel,
-                               keep_going=keep_going)
         lifecycle.started()
-        return runner.run()
+        code = runner.run()
     except MlrecipeError as exc:
         return print_error(exc)
+    if out != "json":
+        from mlrecipe.cli.sweep_table import print_sweeps
+
+        print_sweeps(runner)
+    return code
 
 
 def _stop_driver(record: Any) -> None:
@@ -129,7 +154,7 @@ def uninstall(release: str, namespace: str | None, backend: str | None, opts: li
             print(f"release '{release}' not found; nothing to do")
             return ExitCode.OK
         _stop_driver(record)
-        impl = _backend(record.backend, None, opts)
+        backends = record_backends(record, opts)
     except UserError as exc:
         return print_error(exc)
     failures = []
@@ -137,8 +162,9 @@ def uninstall(release: str, namespace: str | None, backend: str | None, opts: li
         if not step.handle:
             continue
         try:
+            impl = backends.named(record.backend_of(step))
             impl.cancel_handle(impl.load_handle(step.handle))
-        except BackendError as exc:
+        except (BackendError, UserError) as exc:
             failures.append(f"step {step.name}: {exc}")
     if failures:
         for line in failures:

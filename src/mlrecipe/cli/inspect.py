@@ -28,6 +28,8 @@ def validate(file: Path, chart: str | None, out: str, backend: str | None = None
         else:
             spec = load_step_release("validate", chart, [str(file)])
         planned = _plan_all(spec, backend or spec.backend, opts or [])
+        if planned is None and any(s.backend for s in spec.steps):  # a hybrid pipeline: each step on its own
+            planned = _plan_all(spec, "local", opts or [])
     except SpecError as exc:
         if out == "json":
             emit_json({"valid": False, "errors": [vars(i) for i in exc.issues]})
@@ -35,9 +37,12 @@ def validate(file: Path, chart: str | None, out: str, backend: str | None = None
             print_spec_error(exc)
         return ExitCode.USAGE
     warnings = [w for s in spec.steps for w in s.warnings]
+    needs = spec.dependencies()
     if out == "json":
         emit_json({"valid": True, "backend": planned, "warnings": [vars(w) for w in warnings],
-                   "steps": [{"name": s.name, "chart": s.chart.name} for s in spec.steps]})
+                   "steps": [{"name": s.name, "chart": s.chart.name, "backend": s.backend,
+                              "depends_on": sorted(needs[s.name]),
+                              **({"matrix": s.matrix.as_dict()} if s.matrix else {})} for s in spec.steps]})
     else:
         for warning in warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -56,16 +61,21 @@ def _plan_all(spec: Any, backend: str | None, opts: list[str]) -> str | None:
     from mlrecipe.runner.release import ReleaseRunner
 
     try:
-        runner = ReleaseRunner(spec, _backend(backend, None, opts), {}, QuietDisplay())
+        default = _backend(backend, None, opts)
     except UserError as exc:
         if isinstance(exc, SpecError):
             raise
         raise SpecError.single("--backend", str(exc)) from None
+    runner = ReleaseRunner(spec, default, {}, QuietDisplay())  # an unknown step backend: its file and line
     problems = runner.problems()
     if problems:
         raise SpecError([SpecIssue(spec.source.split(",")[0] or "<input>", None, "", p) for p in problems])
     runner.materialize()
-    return backend
+    names = sorted({runner.backends.of(s).name for s in spec.steps})
+    if names == [backend]:
+        return backend
+    return ", ".join(f"{n} ({', '.join(s.name for s in spec.steps if runner.backends.of(s).name == n)})"
+                     for n in names)
 
 
 def schema(kind: str) -> ExitCode:
@@ -105,21 +115,22 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def _server_checks(record: Any, impl: Any) -> dict[str, str]:
-    """For each serving step of ``record``: whether its server is still up (asked of the backend)."""
+def _server_checks(record: Any, backends: Any) -> dict[str, str]:
+    """For each serving step of ``record``: whether its server is still up (asked of the step's backend)."""
     from mlrecipe.backends.base import StepState
 
     serving = [s for s in record.steps.values() if s.state is StepState.SERVING and s.handle]
     out = {}
     for s in serving:
         try:
+            impl = backends.named(record.backend_of(s))
             out[s.name] = "up" if impl.handle_alive(impl.load_handle(s.handle)) else "gone"
-        except BackendError as exc:
+        except (BackendError, MlrecipeError) as exc:
             out[s.name] = f"unknown ({exc})"
     return out
 
 
-def _live_progress(record: Any, impl: Any) -> None:
+def _live_progress(record: Any, backends: Any) -> None:
     """Refresh the progress of ``record``'s running steps from their metrics files (in place)."""
     from mlrecipe.backends.base import ReleaseContext, StepState
     from mlrecipe.metrics import read_progress
@@ -127,7 +138,7 @@ def _live_progress(record: Any, impl: Any) -> None:
     running = [s for s in record.steps.values() if s.state is StepState.RUNNING]
     ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
     for step in running:
-        progress = read_progress(impl.metrics_path(ctx, step.name))
+        progress = read_progress(backends.named(record.backend_of(step)).metrics_path(ctx, step.name))
         if progress is not None:
             step.progress = progress.to_json()
 
@@ -135,7 +146,7 @@ def _live_progress(record: Any, impl: Any) -> None:
 def status(release: str | None, namespace: str | None, backend: str | None, out: str,
            opts: list[str]) -> ExitCode:
     """Show one release in detail (asking the backend whether its servers are up), or all in a table."""
-    from mlrecipe.cli.execute import _backend, summary
+    from mlrecipe.cli.execute import record_backends, summary
     from mlrecipe.runner.state import all_records, find_records
 
     try:
@@ -148,9 +159,9 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
                 return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
             checks = {}
             for r in records:  # one backend per release answers both questions
-                impl = _backend(r.backend, None, opts)
-                checks[(r.backend, r.namespace, r.release)] = _server_checks(r, impl)
-                _live_progress(r, impl)
+                backends = record_backends(r, opts)
+                checks[(r.backend, r.namespace, r.release)] = _server_checks(r, backends)
+                _live_progress(r, backends)
     except MlrecipeError as exc:
         return print_error(exc)
     if out == "json":
@@ -173,14 +184,16 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
         live = checks.get((r.backend, r.namespace, r.release), {})
         for name in r.order:
             s = r.steps.get(name)
+            needs = f"  needs {', '.join(r.needs[name])}" if r.needs.get(name) else ""
             if s is None:
-                print(f"  {name:<20} pending")
+                print(f"  {name:<20} {'pending':<12} {'':<10}{needs}")
                 continue
             extra = f"  {s.message}" if s.message else ""
             url = f"  {s.url}" if s.url else ""
             server = f"  [server {live[name]}]" if name in live else ""
             progress = f"  [{Progress(**s.progress)}]" if s.progress else ""
-            print(f"  {name:<20} {s.state.value:<12} {s.chart}{url}{server}{progress}{extra}")
+            print(f"  {name:<20} {s.state.value:<12} {r.backend_of(s):<10} {s.chart}{needs}{url}{server}{progress}"
+                  f"{extra}")
     return ExitCode.OK
 
 
@@ -188,13 +201,13 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
          opts: list[str]) -> ExitCode:
     """Print (and follow) the log of node ``rank`` of a step."""
     from mlrecipe.backends.base import ReleaseContext
-    from mlrecipe.cli.execute import _backend, one_record
+    from mlrecipe.cli.execute import one_record, record_backends
 
     try:
         record = one_record(release, namespace, backend)
         if record is None:
             return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
-        impl = _backend(record.backend, None, opts)
+        backends = record_backends(record, opts)
     except MlrecipeError as exc:
         return print_error(exc)
     step = step or parse_address(release, namespace, backend).step
@@ -206,6 +219,11 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
     if step not in record.order:
         return fail(f"release '{release}' has no step '{step}' (steps: {', '.join(record.order)})")
     ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
+    ran = record.steps.get(step)
+    try:
+        impl = backends.named(record.backend_of(ran)) if ran is not None else backends.default
+    except MlrecipeError as exc:
+        return print_error(exc)
     path = impl.log_path(ctx, step, rank)
     if not path.exists():
         return fail(f"no log for step '{step}' rank {rank} yet ({path})", ExitCode.FAILED)

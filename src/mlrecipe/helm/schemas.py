@@ -23,6 +23,7 @@ BOOL: dict[str, Any] = {"type": ["boolean", "null"]}
 WORD: dict[str, Any] = {"type": ["string", "number", "boolean"]}
 QUANTITY: dict[str, Any] = {"type": ["string", "number", "null"]}
 ANY_OBJ: dict[str, Any] = {"type": ["object", "null"]}
+SCALAR: dict[str, Any] = {"type": ["string", "number", "boolean", "null"]}
 
 
 def obj(props: dict[str, Any], desc: str = "", required: list[str] | None = None) -> dict[str, Any]:
@@ -270,6 +271,62 @@ SPECIFIC: dict[str, dict[str, Any]] = {
     },
     "serving/djl-lmi-server": {"server": SERVER},
     "serving/generic-server": {"server": SERVER},
+    "training/mpijob-horovod-tensorflow-gpu": {
+        "train": block("Command run on every MPI rank."),
+        "mpirun": MPIRUN,
+        "resources": obj(
+            {
+                **COMMON["resources"]["properties"],
+                "gpu_nodes": POS,
+                "gpus_per_node": POS,
+                "gpu_instance_type": S,
+            }
+        ),
+        "horovod": obj({"autotune": SCALAR, "log_level": SCALAR}, "HOROVOD_AUTOTUNE, HOROVOD_LOG_LEVEL."),
+        "nccl": obj({"ifname": SCALAR, "debug_level": SCALAR}, "NCCL_SOCKET_IFNAME, NCCL_DEBUG."),
+        "tensorflow": obj(
+            {k: SCALAR for k in ("sys_memory_mb", "autotune_threshold", "cpp_min_log_level", "mixed_precision",
+                                 "gpu_allocator")},
+            "TF_* settings exported to every rank.",
+        ),
+    },
+    "testing/jupyter": {
+        "server": block("Jupyter command override (default: jupyter lab with TLS)."),
+        "global": {
+            "type": "object",
+            "properties": {
+                "name": S,
+                "namespace": S,
+                "shared_fs": {"type": ["string", "null"], "pattern": "^[a-z0-9][-a-z0-9]*$"},
+                "shared_pvc": S,
+                "source_cidr": {"type": ["string", "null"], "pattern": "^[0-9a-fA-F.:]+/[0-9]{1,3}$"},
+                "log_dir": S,
+            },
+            "description": "shared_fs (mount /<shared_fs>), shared_pvc, source_cidr, log_dir (under /<shared_fs>).",
+        },
+        "jupyter": obj(
+            {"name": S, "port": PORT, "target_port": PORT, "gpu_instance_type": S, "token_secret": S, "root_dir": S},
+            "Jupyter Lab container and Service port.",
+        ),
+        "tensorboard": obj(
+            {"name": S, "port": PORT, "target_port": PORT, "upstream_port": PORT},
+            "TensorBoard: Service port, proxy port, TensorBoard's own port.",
+        ),
+        "nginx": obj(
+            {
+                "name": S,
+                "image": S,
+                "ssl_certificate": S,
+                "ssl_certificate_key": S,
+                "tls_secret": S,
+                "user": S,
+                "htpasswd": {"type": ["string", "null"], "pattern": "^[^:\\s]+$",
+                             "description": "Password hash (htpasswd -nbm, openssl passwd -apr1), never the password."},
+                "htpasswd_secret": S,
+            },
+            "TLS and basic-auth proxy in front of TensorBoard.",
+        ),
+    },
 }
 CATALOG: list[str] = list(SPECIFIC)
 

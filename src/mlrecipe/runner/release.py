@@ -3,7 +3,9 @@ persisting state at every change.
 
 The runner reads only what :mod:`mlrecipe.backends.base` declares: a backend's ``check``, ``plan``,
 ``preflight``, ``submit``, ``cancel_handle`` and ``handle_alive``; a plan's ``notes``, ``node_count`` and
-``server_url``; a running step's ``settled``, ``progress_note``, ``wakeup_fds`` and ``handle``.
+``server_url``; a running step's ``settled``, ``progress_note``, ``wakeup_fds`` and ``handle``. Each step runs
+on its own backend (:mod:`mlrecipe.runner.placement`: the release's, or the one the step names); its record
+says which.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from mlrecipe.backends.base import Backend, ReleaseContext, StepOutcome, StepSta
 from mlrecipe.config import release_dir
 from mlrecipe.errors import BackendError, ExitCode, ReleaseBusyError
 from mlrecipe.runner.active import ActiveStep
+from mlrecipe.runner.placement import AnyBackend, StepBackends
 from mlrecipe.runner.progress import Display
+from mlrecipe.runner.recorded_inputs import redact
 from mlrecipe.runner.state import ReleaseRecord, StepRecord, create_time, load_record
 from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
 
@@ -57,7 +61,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 @dataclass
 class ReleaseRunner:
-    """Drives one release on one backend."""
+    """Drives one release: each step on its backend (``backend``, the release's, unless the step names one)."""
 
     spec: ReleaseSpec
     backend: Backend[Any, Any, Any]
@@ -67,6 +71,10 @@ class ReleaseRunner:
     max_parallel: int = 4
     keep_going: bool = False
     _said: set[str] = field(default_factory=set)
+    backends: StepBackends = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.backends = StepBackends.for_release(self.spec, self.backend)
 
     @property
     def context(self) -> ReleaseContext:
@@ -78,20 +86,27 @@ class ReleaseRunner:
             pipeline=tuple(s.name for s in self.spec.steps),
         )
 
+    def _step_context(self, impl: AnyBackend, upcoming: tuple[StepSpec, ...] = ()) -> ReleaseContext:
+        """The release's context as the backend ``impl`` of a step sees it (the release's state directory)."""
+        return replace(self.context, upcoming=upcoming, runs_on="" if impl is self.backend else impl.name)
+
     def problems(self) -> list[str]:
         """Capability problems of every step on this backend (nothing has started)."""
         out: list[str] = []
         for step in self.spec.steps:
-            out += [f"step {step.name}: {p}" for p in self.backend.check(step)]
+            out += [f"step {step.name}: {p}" for p in self.backends.of(step).check(step)]
         return out
 
     def materialize(self) -> str:
         """What every step would run, as ``template`` / ``--dry-run`` print it."""
-        ctx = self.context
         env = self._base_env()
+        hybrid = self.backends.hybrid(self.spec)
         out = []
         for step in self.spec.steps:
-            plan = self.backend.plan(step, ctx, dict(env))
+            impl = self.backends.of(step)
+            plan = impl.plan(step, self._step_context(impl), dict(env))
+            if hybrid:
+                out.append(f"# ==== step {step.name}: backend {impl.name} ====")
             out.append(plan.materialize())
             if plan.server_url is not None:  # later steps see the URL the server will have
                 env[url_var(step.name)] = plan.server_url
@@ -108,9 +123,10 @@ class ReleaseRunner:
                 f"wait for it or run 'mlrecipe uninstall {self.spec.release}'"
             )
         if record is None:
-            record = ReleaseRecord(self.spec.release, self.spec.namespace, self.backend.name, self.inputs)
-        record.inputs = self.inputs
+            record = ReleaseRecord(self.spec.release, self.spec.namespace, self.backend.name, {})
+        record.inputs = redact(self.inputs, self.spec)  # credentials given with --set are not written
         record.order = [s.name for s in self.spec.steps]
+        record.needs = {name: sorted(deps) for name, deps in self.spec.dependencies().items()}
         record.driver_pid = os.getpid()
         record.driver_created = create_time(record.driver_pid)
         record.state = StepState.RUNNING
@@ -119,15 +135,16 @@ class ReleaseRunner:
     def _unchanged_success(self, step: StepSpec, record: ReleaseRecord) -> bool:
         prev = record.steps.get(step.name)
         return (not self.force and prev is not None and prev.state is StepState.SUCCEEDED
-                and prev.hash == step.content_hash)
+                and prev.hash == step.content_hash and record.backend_of(prev) == self.backends.of(step).name)
 
     def _live_server(self, step: StepSpec, record: ReleaseRecord) -> str | None:
         """The URL of this step's server when it is still up and unchanged (it is reused, not restarted)."""
         prev = record.steps.get(step.name)
         if (self.force or prev is None or prev.state is not StepState.SERVING or not prev.handle or not prev.url
-                or prev.hash != step.content_hash):
+                or prev.hash != step.content_hash or record.backend_of(prev) != self.backends.of(step).name):
             return None
-        return prev.url if self.backend.handle_alive(self.backend.load_handle(prev.handle)) else None
+        impl = self.backends.of(step)
+        return prev.url if impl.handle_alive(impl.load_handle(prev.handle)) else None
 
     def will_skip(self, step: StepSpec, record: ReleaseRecord) -> bool:
         """The one skip rule: an unchanged success, or an unchanged server that is still up."""
@@ -178,14 +195,24 @@ class ReleaseRunner:
             if self._skip(step, record, env):
                 sched.done.add(step.name)
                 continue
-            upcoming = tuple(s for s in sched.waiting if not self.will_skip(s, record))
-            started = self._start(step, record, env, upcoming)
+            started = self._start(step, record, env, self._upcoming(step, sched, record))
             if isinstance(started, ActiveStep):
                 sched.active[step.name] = started
             elif self._finish(record, record.steps[step.name], started, 0.0):
                 sched.done.add(step.name)
             else:
                 sched.fail(step.name)
+
+    def _upcoming(self, step: StepSpec, sched: _Schedule, record: ReleaseRecord) -> tuple[StepSpec, ...]:
+        """The steps the runner will run after ``step`` on the same backend, up to one on another backend."""
+        impl, out = self.backends.of(step), []
+        for later in sched.waiting:
+            if self.will_skip(later, record):
+                continue
+            if self.backends.of(later) is not impl:
+                break
+            out.append(later)
+        return tuple(out)
 
     def _skip(self, step: StepSpec, record: ReleaseRecord, env: dict[str, str]) -> bool:
         """Skip an unchanged success or reuse an unchanged live server; stop a server that is to restart."""
@@ -198,8 +225,9 @@ class ReleaseRunner:
             self.display.step_skipped(step.name, f"still serving at {url}; --force restarts it")
             return True
         prev = record.steps.get(step.name)
-        if prev is not None and prev.state is StepState.SERVING and prev.handle:
-            self.backend.cancel_handle(self.backend.load_handle(prev.handle))  # changed, forced or dead
+        if prev is not None and prev.state is StepState.SERVING and prev.handle:  # changed, moved, forced or dead
+            impl = self.backends.named(record.backend_of(prev))
+            impl.cancel_handle(impl.load_handle(prev.handle))
         return False
 
     def _say_notes(self, notes: list[str]) -> None:
@@ -211,23 +239,27 @@ class ReleaseRunner:
     def _start(self, step: StepSpec, record: ReleaseRecord, env: dict[str, str],
                upcoming: tuple[StepSpec, ...]) -> ActiveStep | StepOutcome:
         """Plan and submit ``step``; the running step, or the outcome of a step that could not start."""
-        ctx = replace(self.context, upcoming=upcoming)
+        impl = self.backends.of(step)
+        ctx = self._step_context(impl, upcoming)
         rec = StepRecord(step.name, step.chart.name, StepState.RUNNING, step.content_hash, time.time())
+        rec.matrix = step.matrix.as_dict() if step.matrix is not None else None
+        rec.backend = impl.name
         record.steps[step.name] = rec
-        plan = self.backend.plan(step, ctx, env)
-        problems = self.backend.preflight(plan)
+        plan = impl.plan(step, ctx, env)
+        problems = impl.preflight(plan)
         if problems:
             return StepOutcome(StepState.FAILED, None, "; ".join(problems))
         self._say_notes(plan.notes)
-        self.display.step_started(step.name, step.chart.name, plan.node_count)
+        where = "" if impl is self.backend else f" on {impl.name}"
+        self.display.step_started(step.name, step.chart.name + where, plan.node_count)
         try:
-            running = self.backend.submit(plan, ctx)
+            running = impl.submit(plan, ctx)
         except BackendError as exc:
             return StepOutcome(StepState.FAILED, None, f"submission failed: {exc}")
         rec.handle = running.handle.to_json()
         record.save()
-        return ActiveStep(step, rec, running, time.monotonic(), self.backend.log_path(ctx, step.name, 0),
-                          self.backend.metrics_path(ctx, step.name), self.backend.options.retry_seconds)
+        return ActiveStep(step, rec, running, time.monotonic(), impl.log_path(ctx, step.name, 0),
+                          impl.metrics_path(ctx, step.name), impl.options.retry_seconds)
 
     def _look_at_active(self, sched: _Schedule, record: ReleaseRecord, env: dict[str, str]) -> None:
         """One look at every running step: progress on the display, outcomes recorded."""

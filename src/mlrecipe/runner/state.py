@@ -32,6 +32,8 @@ class StepRecord:
     handle: dict[str, Any] = field(default_factory=dict)  #: the backend's typed handle, as JSON
     url: str | None = None  #: a serving step's URL once it was ready
     progress: dict[str, Any] | None = None  #: the last progress it reported (:class:`mlrecipe.metrics.Progress`)
+    matrix: dict[str, Any] | None = None  #: a matrix step's combination (matrix key -> value)
+    backend: str | None = None  #: the backend it ran on (``None`` in records of older versions: the release's)
 
     def __post_init__(self) -> None:
         self.state = StepState(self.state)
@@ -48,6 +50,7 @@ class ReleaseRecord:
     state: StepState = StepState.PENDING
     steps: dict[str, StepRecord] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    needs: dict[str, list[str]] = field(default_factory=dict)  #: step -> the steps it waits for
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     driver_pid: int | None = None
@@ -59,6 +62,10 @@ class ReleaseRecord:
     @property
     def directory(self) -> Path:
         return release_dir(self.backend, self.namespace, self.release)
+
+    def backend_of(self, step: StepRecord) -> str:
+        """The backend ``step`` ran on: its own, or the release's."""
+        return step.backend or self.backend
 
     def driver_alive(self) -> bool:
         """Whether the CLI process that drives this release is still alive."""

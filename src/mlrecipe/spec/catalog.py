@@ -45,6 +45,8 @@ class ChartInfo:
     host_needs: tuple[str, ...] = ()
     #: The ``framework:`` the chart's values.yaml selects when a recipe names none.
     default_framework: str | None = None
+    #: Whether the chart's server answers over TLS (a self-signed certificate on hosts).
+    tls: bool = False
 
     @property
     def category(self) -> str:
@@ -77,17 +79,27 @@ CATALOG: dict[str, ChartInfo] = {
                   needs_command=False),
         ChartInfo("serving/rayserve", StepKind.SERVER, "server", frozenset({"ray", "engine"}),
                   "RayService: Ray Serve with a vLLM engine", needs_command=False, host_launch="ray-serve",
-                  health_path="/-/healthz", host_needs=("ray", "mlrecipe")),
-        _chart("serving/triton-inference-server", StepKind.SERVER, "server",
-               "Triton Inference Server (vLLM, TensorRT-LLM or Python backend)"),
-        _chart("serving/triton-inference-server-lws", StepKind.SERVER, "server",
-               "Triton on a LeaderWorkerSet for multi-node serving"),
+                  health_path="/-/healthz", host_needs=("ray", "mlrecipe"), default_framework="vllm-0.19.0"),
+        ChartInfo("serving/triton-inference-server", StepKind.SERVER, "server", frozenset(),
+                  "Triton Inference Server (vLLM, TensorRT-LLM or Python backend)", needs_command=False,
+                  health_path="/v2/health/ready"),
+        ChartInfo("serving/triton-inference-server-lws", StepKind.SERVER, "server", frozenset(),
+                  "Triton on a LeaderWorkerSet for multi-node serving", needs_command=False,
+                  health_path="/v2/health/ready"),
         _chart("serving/djl-lmi-server", StepKind.SERVER, "server", "DJL Large Model Inference server"),
         _chart("serving/generic-server", StepKind.SERVER, "server", "Any HTTP server with probes and ports"),
+        _chart("training/mpijob-horovod-tensorflow-gpu", StepKind.MPI, "train",
+               "MPIJob: Horovod + TensorFlow on GPU nodes (the Mask R-CNN tutorial's keys)",
+               "mpirun", "horovod", "nccl", "tensorflow"),
+        ChartInfo("testing/jupyter", StepKind.SERVER, "server", frozenset({"jupyter", "tensorboard", "nginx"}),
+                  "Jupyter Lab + TensorBoard behind TLS and a password, to look at a trained model",
+                  needs_command=False, host_launch="jupyter", health_path="/api", tls=True,
+                  host_needs=("jupyterlab", "tensorboard", "mlrecipe")),
     )
 }
 
-CHART_SPECIFIC_BLOCKS = frozenset({"elastic_policy", "mpirun", "ray", "engine", "snapshot"})
+CHART_SPECIFIC_BLOCKS = frozenset({"elastic_policy", "mpirun", "ray", "engine", "snapshot", "jupyter", "tensorboard",
+                                   "nginx", "horovod", "nccl", "tensorflow"})
 
 
 def normalize_chart_name(name: str) -> str:

@@ -25,7 +25,8 @@ from mlrecipe.spec.errors import SpecError, SpecIssue, format_path, parse_path
 from mlrecipe.spec.framework_scripts import framework_warnings
 from mlrecipe.spec.issues import ValueSources, pydantic_issues
 from mlrecipe.spec.launcher import expand_launcher
-from mlrecipe.spec.pipeline import Pipeline
+from mlrecipe.spec.matrix import MatrixPoint, expand_matrix, group_heads, wire
+from mlrecipe.spec.pipeline import Pipeline, Sweep
 from mlrecipe.spec.recipe import COMMAND_BLOCKS, Recipe
 from mlrecipe.spec.values import deep_merge, parse_sets
 from mlrecipe.spec.yamlfile import Loc, YamlDoc, load_yaml
@@ -47,6 +48,11 @@ class StepSpec:
     warnings: tuple[SpecIssue, ...] = field(default=(), compare=False)
     #: Where each value came from: a problem found later (a chart's template check) names the file and line.
     sources: ValueSources | None = field(default=None, compare=False, repr=False)
+    #: The combination of a step expanded from a pipeline step's ``matrix`` (:mod:`mlrecipe.spec.matrix`).
+    matrix: MatrixPoint | None = field(default=None, compare=False)
+    #: The backend this step names (``None``: the release's), and where it is written (file, line, field).
+    backend: str | None = None
+    backend_at: tuple[str, int | None, str] | None = field(default=None, compare=False, repr=False)
 
     def issue(self, path: str, message: str) -> SpecIssue:
         """A problem with the value at ``path`` (``image``, ``resources.nnodes``), at the file and line it came
@@ -96,6 +102,7 @@ class ReleaseSpec:
     steps: list[StepSpec]
     backend: str | None = None
     source: str = ""
+    sweep: Sweep | None = None  #: how the end-of-run table ranks the matrix combinations
 
     @property
     def source_dir(self) -> str:
@@ -112,7 +119,7 @@ class ReleaseSpec:
     def dependencies(self) -> dict[str, frozenset[str]]:
         """Step name -> the steps it waits for: its ``depends_on`` when any step declares one, else the
         previous step (a pipeline without ``depends_on`` runs in file order)."""
-        if any(s.depends_on for s in self.steps):
+        if any(s.depends_on or s.matrix is not None for s in self.steps):
             return {s.name: frozenset(s.depends_on) for s in self.steps}
         names = [s.name for s in self.steps]
         return {name: frozenset(names[i - 1:i]) for i, name in enumerate(names)}
@@ -292,6 +299,8 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
             issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc),
                                     f"duplicate step name '{st.name}' (also steps[{seen[st.name]}])"))
         seen.setdefault(st.name, i)
+    variants, matrix_issues = expand_matrix(pipeline, doc)
+    issues.extend(matrix_issues)
     overrides = parse_sets(sets or [])
     base = Path(path).resolve().parent
     steps: list[StepSpec] = []
@@ -312,18 +321,23 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
             step_sources.entries.append((doc, ("steps", i, "values"), f"steps[{i}].values"))
             values = deep_merge(values, st.values)
         values = deep_merge(values, overrides.get(st.name, {}) if isinstance(overrides.get(st.name), dict) else {})
-        step, step_issues = build_step(
-            st.name, st.chart, values, step_sources, tuple(st.depends_on), (doc, ("steps", i, "chart"))
-        )
-        issues.extend(step_issues)
-        if step is not None:
-            steps.append(step)
+        for variant in variants[i]:
+            step, step_issues = build_step(
+                variant.name, st.chart, deep_merge(values, variant.values) if variant.values else values,
+                variant.sources(step_sources), tuple(st.depends_on), (doc, ("steps", i, "chart"))
+            )
+            issues.extend([issue for issue in step_issues if issue not in issues])  # a bad matrix key: once
+            if step is not None:
+                loc = ("steps", i, "backend")
+                where = (doc.file, doc.line_of(loc), format_path(loc)) if st.backend else None
+                steps.append(dataclasses.replace(step, matrix=variant.point, backend=st.backend, backend_at=where))
     if issues:
         raise SpecError(issues)
-    ordered, order_issues = _order_steps(steps, doc)
+    ordered, order_issues = _order_steps(group_heads(steps), doc)  # on the file's steps: their lines
     if order_issues:
         raise SpecError(order_issues)
-    return ReleaseSpec(pipeline.release, pipeline.namespace, ordered, pipeline.backend, doc.file)
+    return ReleaseSpec(pipeline.release, pipeline.namespace, wire(ordered, steps), pipeline.backend, doc.file,
+                       pipeline.sweep)
 
 
 def is_pipeline_file(path: str | Path) -> bool:

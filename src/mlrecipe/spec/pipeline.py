@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -34,11 +34,34 @@ class PipelineStep(Model):
         description="Steps that must succeed before this one (a name or a list); when no step sets it, "
         "the steps run in file order.",
     )
+    backend: str | None = Field(
+        None, min_length=1, max_length=40, pattern=NAME_PATTERN,
+        description="Backend that runs this step (local, slurm or kubernetes), e.g. data preparation locally and "
+        "training on Slurm in one release; default: the pipeline's backend (--backend wins over that one only). "
+        "Its options come from the config file's section of that backend.",
+    )
+    matrix: dict[str, list[Any]] | None = Field(
+        None,
+        description="A sweep: value paths in --set syntax (resources.nnodes, elastic_policy.max_restarts) mapped to "
+        "lists of values; the step runs once per combination, each a step of its own named "
+        "<name>-<key>-<value>... (or <name>-<index> when that is too long); steps that depend on this one wait "
+        "for all of them.",
+    )
 
     @field_validator("depends_on", mode="before")
     @classmethod
     def _one_dependency(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+
+class Sweep(Model):
+    """How the end-of-run table ranks a pipeline's matrix combinations."""
+
+    rank_by: str = Field(
+        min_length=1, description="Metric that ranks the combinations (a name the steps report to "
+        "$MLRECIPE_METRICS_FILE, e.g. eval_loss); the latest value each step reported counts.",
+    )
+    goal: Literal["min", "max"] = Field("min", description="min: the lowest value ranks first; max: the highest.")
 
 
 class Pipeline(Model):
@@ -57,3 +80,6 @@ class Pipeline(Model):
     )
     description: str | None = Field(None, description="Free text describing the pipeline.")
     steps: list[PipelineStep] = Field(min_length=1, description="The steps, run in order or as depends_on allows.")
+    sweep: Sweep | None = Field(
+        None, description="Ranking of the matrix steps' combinations in the table printed at the end of a run.",
+    )

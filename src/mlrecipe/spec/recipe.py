@@ -64,18 +64,19 @@ class Resources(Model):
         default_factory=dict, description="Resource limits per node, same keys as requests (GPUs usually go here)."
     )
     nnodes: int = Field(
-        1, ge=1, validation_alias=AliasChoices("nnodes", "num_nodes"),
-        description="Number of nodes (pods / Slurm nodes / local process groups); PET_NNODES. Alias: num_nodes.",
+        1, ge=1, validation_alias=AliasChoices("nnodes", "num_nodes", "gpu_nodes"),
+        description="Number of nodes (pods / Slurm nodes / local process groups); PET_NNODES. Aliases: num_nodes, "
+        "gpu_nodes (training/mpijob-horovod-tensorflow-gpu).",
     )
     nproc_per_node: int = Field(
-        1, ge=1, validation_alias=AliasChoices("nproc_per_node", "procs_per_node"),
+        1, ge=1, validation_alias=AliasChoices("nproc_per_node", "procs_per_node", "gpus_per_node"),
         description="Processes per node (torchrun --nproc_per_node, MPI slots per worker); PET_NPROC_PER_NODE. "
-        "Alias: procs_per_node.",
+        "Aliases: procs_per_node, gpus_per_node (training/mpijob-horovod-tensorflow-gpu).",
     )
     node_type: str | None = Field(
-        None, validation_alias=AliasChoices("node_type", "node_instance_type"),
+        None, validation_alias=AliasChoices("node_type", "node_instance_type", "gpu_instance_type"),
         description="EC2 instance type: node selector node.kubernetes.io/instance-type on Kubernetes "
-        "(not mapped on Slurm or locally). Alias: node_instance_type.",
+        "(not mapped on Slurm or locally). Aliases: node_instance_type, gpu_instance_type.",
     )
     min_replicas: int | None = Field(
         None, ge=0, description="Serving: fewest replicas (wins over server.autoscaling.minReplicas)."
@@ -350,6 +351,27 @@ class Recipe(Model):
     )
     snapshot: dict[str, Any] | None = Field(
         None, description="hf-snapshot: {dir, user, group}: where the model snapshot goes and who owns it."
+    )
+    horovod: dict[str, Any] | None = Field(
+        None, description="Horovod settings {autotune, log_level} (HOROVOD_*) of "
+        "training/mpijob-horovod-tensorflow-gpu."
+    )
+    nccl: dict[str, Any] | None = Field(None, description="NCCL settings {ifname, debug_level} (NCCL_SOCKET_IFNAME, "
+                                        "NCCL_DEBUG) of training/mpijob-horovod-tensorflow-gpu.")
+    tensorflow: dict[str, Any] | None = Field(
+        None, description="TensorFlow settings {sys_memory_mb, autotune_threshold, cpp_min_log_level, "
+        "mixed_precision, gpu_allocator} (TF_*) of training/mpijob-horovod-tensorflow-gpu."
+    )
+    jupyter: dict[str, Any] | None = Field(
+        None, description="testing/jupyter: Jupyter Lab {name, port, target_port, gpu_instance_type, token_secret, "
+        "root_dir}."
+    )
+    tensorboard: dict[str, Any] | None = Field(
+        None, description="testing/jupyter: TensorBoard {name, port, target_port, upstream_port}."
+    )
+    nginx: dict[str, Any] | None = Field(
+        None, description="testing/jupyter: the TLS and password proxy in front of TensorBoard {name, image, "
+        "ssl_certificate, ssl_certificate_key, tls_secret, user, htpasswd (a hash), htpasswd_secret}."
     )
     step_name: str | None = Field(
         None, description="Step name (label mlrecipe.io/step, MLRECIPE_STEP); default: the pipeline step or chart name."

@@ -20,18 +20,21 @@ def deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_sets(expressions: list[str]) -> dict[str, Any]:
-    """Parse ``--set key=value`` expressions with Helm's own parser (helm-python-sdk)."""
+    """Parse ``--set key=value`` expressions with Helm's own parser (helm-python-sdk).
+
+    As ``helm --set`` does, every expression is parsed into the same values, so that ``--set a[0].name=x --set
+    a[0].value=y`` gives one list item with both keys (a later expression wins for the same key).
+    """
     if not expressions:
         return {}
     from helm_python import HelmError, parse_set_string
 
-    merged: dict[str, Any] = {}
     issues: list[SpecIssue] = []
     for expr in expressions:
         try:
-            merged = deep_merge(merged, parse_set_string(expr))
+            parse_set_string(expr)
         except HelmError as exc:
             issues.append(SpecIssue("--set", None, expr, f"cannot parse: {exc}"))
     if issues:
         raise SpecError(issues)
-    return merged
+    return parse_set_string(",".join(expressions))

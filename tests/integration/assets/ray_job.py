@@ -71,8 +71,11 @@ def main() -> None:
     import ray
 
     ray.init()  # RAY_ADDRESS: the step's cluster
+    job = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")  # set for a submitted Ray job's driver
     report = {"address": os.environ.get("RAY_ADDRESS"), "host": socket.gethostname(),
-              "nodes": len([n for n in ray.nodes() if n["Alive"]])}
+              "nodes": len([n for n in ray.nodes() if n["Alive"]]),
+              "submission_id": job.get("metadata", {}).get("job_submission_id"),
+              "job_id": ray.get_runtime_context().get_job_id(), "cwd": os.getcwd()}
     report.update(data(args.out) if args.mode == "data" else train(args.out))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:

@@ -2,8 +2,9 @@
 
 No container engine is used: an image maps to a Python environment (a venv prefix) whose ``bin`` goes
 first on the step's ``PATH``. The map is the backend's ``images`` option, then ``$MLRECIPE_IMAGES``; images
-the project knows (vLLM's and Ray's) map by default to the serving environment ``make serve-env`` creates
-beside the CLI's own (``.venv-vllm``); any other image runs in the CLI's own environment.
+the project knows map by default to the environments ``make`` creates beside the CLI's own: vLLM's and Ray's to
+``.venv-vllm`` (``make serve-env``), Triton's to ``.venv-triton`` (``make triton-env``), NeMo's to ``.venv-nemo2``
+(``make nemo2-env``); any other image (PyTorch's included) runs in the CLI's own environment.
 """
 
 from __future__ import annotations
@@ -18,18 +19,28 @@ IMAGES_VAR = "MLRECIPE_IMAGES"  # "image=venv-prefix,image2=prefix2": wins over 
 SERVING_ENV = ".venv-vllm"  # made by `make serve-env` beside the CLI's environment
 #: Image patterns whose steps run in the serving environment when it exists (vLLM, Ray Serve).
 SERVING_IMAGES = ("vllm/vllm-openai*", "rayproject/ray*", "anyscale/ray*", "*/vllm-openai*")
+#: Triton's environment (`make triton-env`): Debian's Python, nvidia-pytriton's real tritonserver, torch, transformers.
+TRITON_ENV = ".venv-triton"
+TRITON_IMAGES = ("nvcr.io/nvidia/tritonserver*", "*/tritonserver*", "tritonserver*")
+#: NeMo 2's environment (`make nemo2-env`): NeMo and NeMo-Run on top of the CLI's environment.
+NEMO_ENV = ".venv-nemo2"
+NEMO_IMAGES = ("nvcr.io/nvidia/nemo:*", "*/nemo:*", "nemo:*")
 
 
-def serving_environment() -> Path | None:
-    """The serving environment beside the CLI's own (``<dir of sys.prefix>/.venv-vllm``), if it exists."""
-    candidate = Path(sys.prefix).parent / SERVING_ENV
+def serving_environment(name: str = SERVING_ENV) -> Path | None:
+    """The environment ``name`` beside the CLI's own (``<dir of sys.prefix>/.venv-vllm``), if it exists."""
+    candidate = Path(sys.prefix).parent / name
     return candidate if (candidate / "bin" / "python").exists() else None
 
 
 def known_images() -> dict[str, Path]:
     """Image pattern -> environment for the images the project knows, where their environment exists."""
-    serving = serving_environment()
-    return {pattern: serving for pattern in SERVING_IMAGES} if serving is not None else {}
+    known: dict[str, Path] = {}
+    for env_name, patterns in ((TRITON_ENV, TRITON_IMAGES), (NEMO_ENV, NEMO_IMAGES), (SERVING_ENV, SERVING_IMAGES)):
+        env = serving_environment(env_name)
+        if env is not None:
+            known.update({pattern: env for pattern in patterns})
+    return known
 
 
 @dataclass(frozen=True)
@@ -77,7 +88,15 @@ class ImageEnvironments:
 
 
 #: import name -> what pip installs for it
-PIP_NAMES = {"ray": "ray[serve]", "vllm": "vllm", "mlrecipe": "mlrecipe (pip install --no-deps -e <checkout>)"}
+PIP_NAMES = {"ray": "ray[serve]", "vllm": "vllm", "mlrecipe": "mlrecipe (pip install --no-deps -e <checkout>)",
+             "pytriton": "nvidia-pytriton", "nemo": "nemo_toolkit[nlp]", "nemo_run": "nemo_run",
+             "lightning": "lightning", "accelerate": "accelerate", "peft": "peft", "transformers": "transformers"}
+#: import name -> (make target, environment) that provides it; others: the serving environment
+_CLI_ENV = ("venv", ".venv", "images without a mapping of their own")
+MAKE_TARGETS = {"pytriton": ("triton-env", TRITON_ENV, "tritonserver images"),
+                "nemo": ("nemo2-env", NEMO_ENV, "NeMo images"), "nemo_run": ("nemo2-env", NEMO_ENV, "NeMo images"),
+                **dict.fromkeys(("lightning", "accelerate", "peft", "transformers"), _CLI_ENV),
+                "jupyterlab": _CLI_ENV, "tensorboard": _CLI_ENV}
 _PROBE = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
 
 
@@ -100,7 +119,10 @@ def environment_problems(env: PythonEnvironment, modules: tuple[str, ...], what:
     missing = missing_packages(python if python.exists() else Path(sys.executable), modules)
     where = str(env.prefix) if env.prefix is not None else f"the CLI's environment ({sys.prefix})"
     pip = env.bin_dir / "pip"
-    return [f"{what} needs the Python package '{m}', missing in {where}: run 'make serve-env' (the serving "
-            f"environment {SERVING_ENV} that vLLM and Ray images map to), or '{pip} install {PIP_NAMES.get(m, m)}', "
-            "or map the step's image to an environment that has it (--backend-opt images.IMAGE=VENV)"
-            for m in missing]
+    out = []
+    for m in missing:
+        target, env_name, images = MAKE_TARGETS.get(m, ("serve-env", SERVING_ENV, "vLLM and Ray images"))
+        out.append(f"{what} needs the Python package '{m}', missing in {where}: run 'make {target}' (the "
+                   f"environment {env_name} that {images} map to), or '{pip} install {PIP_NAMES.get(m, m)}', "
+                   "or map the step's image to an environment that has it (--backend-opt images.IMAGE=VENV)")
+    return out

@@ -15,7 +15,8 @@ from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.spec.load import StepSpec
 
 #: ``ChartInfo.host_launch`` -> the module that implements it.
-LAUNCHES = {"ray-serve": "mlrecipe.backends.host.rayserve", "ray-job": "mlrecipe.backends.host.rayjob"}
+LAUNCHES = {"ray-serve": "mlrecipe.backends.host.rayserve", "ray-job": "mlrecipe.backends.host.rayjob",
+            "jupyter": "mlrecipe.backends.host.jupyter"}
 
 
 @dataclass

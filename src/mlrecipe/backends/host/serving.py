@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mlrecipe.backends.host import triton
 from mlrecipe.backends.host.launches import launch_problems
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
@@ -69,16 +70,20 @@ def server_problems(step: StepSpec, backend: str) -> list[str]:
     if step.recipe.resources.nnodes > 1:
         problems.append(f"chart {step.chart.name}: multi-node serving (nnodes > 1) is not supported on backend "
                         f"{backend}")
-    return problems
+    return problems + triton.problems(step, backend)
 
 
 @functools.cache
 def _opener() -> urllib.request.OpenerDirector:
-    """The server's own address: no proxy. Built at the first probe: ``urllib.request`` pulls in ``http.client``
-    and ``ssl`` (about 7 ms), which no step but a server needs, at every CLI start."""
+    """The server's own address: no proxy, and a TLS server's self-signed certificate accepted (the probe only
+    reaches the step's own address). Built at the first probe: ``urllib.request`` pulls in ``http.client`` and
+    ``ssl`` (about 7 ms), which no step but a server needs, at every CLI start."""
+    import ssl
     import urllib.request
 
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    own = ssl.create_default_context()
+    own.check_hostname, own.verify_mode = False, ssl.CERT_NONE
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=own))
 
 
 def probe(url: str, timeout: float = 1.0) -> bool:

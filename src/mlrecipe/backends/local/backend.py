@@ -12,6 +12,7 @@ Options: :mod:`mlrecipe.backends.local.options`.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from mlrecipe.backends.base import Backend, ReleaseContext
 from mlrecipe.backends.common import contract_env, free_port, recipe_env, step_program
+from mlrecipe.backends.host import framework_needs, triton
 from mlrecipe.backends.host.devices import Gpu, neuron_devices, visible_gpus
 from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
 from mlrecipe.backends.host.launch_env import mpi_env
@@ -34,6 +36,7 @@ from mlrecipe.backends.host.volumes import (
     wrap_argv,
 )
 from mlrecipe.backends.local import procs
+from mlrecipe.backends.local.cpus import CpuSlots
 from mlrecipe.backends.local.devices import fit_problems, plan_devices
 from mlrecipe.backends.local.gpu_lease import busy_message, is_free
 from mlrecipe.backends.local.handle import LocalHandle
@@ -58,6 +61,7 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
     options_type = LocalOptions
     handle_type = LocalHandle
     _gpus: list[Gpu] | None = None
+    _cpus: CpuSlots | None = None
 
     def gpus(self) -> list[Gpu]:
         """The GPUs this machine shows (read once per backend)."""
@@ -76,11 +80,23 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         launch = launch_problems(step) if step.chart.kind is not StepKind.SERVER else []
         return problems + self._rank_problems(step) + devices + server_problems(step, self.name) + launch
 
-    def _rank_problems(self, step: StepSpec) -> list[str]:
+    def cpu_slots(self) -> CpuSlots:
+        """The CPUs the steps this backend runs share (one pool per backend, so per release)."""
+        if self._cpus is None:
+            self._cpus = CpuSlots(self.options.cpu_count())
+        return self._cpus
+
+    @staticmethod
+    def _shape(step: StepSpec) -> tuple[int, int]:
+        """The most nodes and processes per node the step may run (an elastic step's largest size)."""
         res = step.recipe.resources
         policy = step.recipe.elastic_policy
         nnodes = max(res.nnodes, (policy.max_replicas or 0) if policy else 0)
         nproc = (policy.nproc_per_node if policy and policy.nproc_per_node else None) or res.nproc_per_node
+        return nnodes, nproc
+
+    def _rank_problems(self, step: StepSpec) -> list[str]:
+        nnodes, nproc = self._shape(step)
         ranks, limit = nnodes * nproc, self.options.rank_limit()
         if ranks <= limit:
             return []
@@ -132,7 +148,8 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         server = None
         if step.chart.kind is StepKind.SERVER:
             server_port = fixed_probe_port(step) or self.options.server_port or port
-            server = ServerLaunch(url=f"http://127.0.0.1:{server_port}", readiness=readiness(step))
+            scheme = "https" if step.chart.tls else "http"
+            server = ServerLaunch(url=f"{scheme}://127.0.0.1:{server_port}", readiness=readiness(step))
             extra.update({"PORT": str(server_port), "MLRECIPE_SERVER_PORT": str(server_port),
                           "MLRECIPE_SERVER_HOST": "127.0.0.1"})
             notes.append(f"step {step.name} serves on {server.url}: ready when GET {server.health_url} answers 2xx "
@@ -163,9 +180,10 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
             server=server,
             files=files,
             python=python,
-            needs=step.chart.host_needs,
+            needs=tuple(dict.fromkeys(step.chart.host_needs + triton.needs(step) + framework_needs.needs(step))),
             devices=devices,
             release=ctx.release,
+            ranks=0 if server is not None else math.prod(self._shape(step)),
         )
 
     def preflight(self, plan: LocalPlan) -> list[str]:
@@ -174,7 +192,7 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
 
     def submit(self, plan: LocalPlan, ctx: ReleaseContext) -> LocalRunningStep:
         running = LocalRunningStep(plan, uuid.uuid4().hex[:12], self.options.stop_grace_seconds,
-                                   self.options.lease_dir())
+                                   self.options.lease_dir(), self.cpu_slots())
         try:
             prepare_mounts(plan.mounts)
             if plan.scratch is not None:
@@ -185,8 +203,8 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
             busy = running.take_gpus()
             if busy and self.options.gpu_busy == "refuse":
                 raise BackendError(f"{busy_message(busy)}; --backend-opt gpu_busy=wait waits for them")
-            if not busy:
-                running.start()  # else it starts once its GPUs are free (LocalRunningStep.poll)
+            if not busy and running.take_cpus():
+                running.start()  # else it starts once its GPUs and CPUs are free (LocalRunningStep.poll)
         except OSError as exc:  # a volume that cannot be created, a runtime that cannot start
             running.cancel()
             raise BackendError(f"cannot start the step's processes: {exc}") from exc

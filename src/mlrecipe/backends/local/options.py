@@ -48,6 +48,11 @@ class LocalOptions(BackendOptions):
         None, ge=1, description=f"Most ranks (nnodes x nproc_per_node) one step may start here (default "
         f"{RANKS_PER_CPU} per CPU); a step asking for more is refused before it starts")
 
+    cpus: int | None = Field(
+        None, ge=1, description="CPUs the parallel steps of a release share here (default: the CPUs this process "
+        "may use): a step (nnodes x nproc_per_node ranks, one CPU each) waits until it fits beside the running "
+        "ones; a step always starts when no other runs, and a server does not count")
+
     gpus: Literal["auto", "requested", "strict", "cpu"] = Field(
         "auto", description="Which steps get GPUs. auto: steps that request nvidia.com/gpu get that many per node "
         "(refused when they do not fit; on a machine without GPUs they run on CPU, with a note), and training and "
@@ -72,6 +77,12 @@ class LocalOptions(BackendOptions):
 
     def volume_root(self) -> Path:
         return Path(self.root).expanduser() if self.root else default_volume_root()
+
+    def cpu_count(self) -> int:
+        """The CPUs the parallel steps of a release share (``cpus``, else this process's usable CPUs)."""
+        from mlrecipe.backends.local.cpus import usable_cpus
+
+        return self.cpus or usable_cpus()
 
     def rank_limit(self) -> int:
         return self.max_ranks or RANKS_PER_CPU * (os.cpu_count() or 1)

@@ -62,6 +62,7 @@ class LocalPlan(Plan):
     needs: tuple[str, ...] = ()  #: packages the chart needs in ``python``
     devices: DevicePlan = field(default_factory=lambda: DevicePlan([]))  #: each node's GPUs, the GPU lease
     release: str = ""
+    ranks: int = 1  #: CPUs the step holds while it runs (nnodes x nproc_per_node; 0 for a server)
 
     @property
     def node_count(self) -> int:

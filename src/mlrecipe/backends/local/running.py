@@ -11,6 +11,7 @@ from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.serving import ReadinessWatcher
 from mlrecipe.backends.local import procs
+from mlrecipe.backends.local.cpus import CpuSlots
 from mlrecipe.backends.local.gpu_lease import GpuLease, Holder, busy_message
 from mlrecipe.backends.local.handle import LocalHandle, NodeProcess, ServerAddress
 from mlrecipe.backends.local.plan import LocalPlan
@@ -18,10 +19,16 @@ from mlrecipe.logtail import tail
 
 
 class LocalRunningStep(RunningStep[LocalHandle]):
-    """The node processes of one local step (a server's outlive the CLI until ``uninstall``)."""
+    """The node processes of one local step (a server's outlive the CLI until ``uninstall``).
 
-    def __init__(self, plan: LocalPlan, run_id: str, grace: float, lease_dir: Path) -> None:
+    They start once the step holds its GPUs (the machine-wide lease) and its CPUs (``cpus``, shared by the
+    steps of the release: :mod:`mlrecipe.backends.local.cpus`).
+    """
+
+    def __init__(self, plan: LocalPlan, run_id: str, grace: float, lease_dir: Path,
+                 cpus: CpuSlots | None = None) -> None:
         self.plan = plan
+        self.cpus = cpus if plan.ranks else None
         gpus = plan.devices.lease
         self.lease = GpuLease(lease_dir, gpus, plan.release, plan.step) if gpus else None
         self.started = False
@@ -48,6 +55,18 @@ class LocalRunningStep(RunningStep[LocalHandle]):
             waited = time.monotonic() - self._waiting_since
             self._wait_note = f"waiting {waited:.0f} s for its GPUs: {busy_message(busy)}"
         return busy
+
+    def take_cpus(self) -> bool:
+        """Hold the step's CPUs; whether it holds them (else the progress note says why it waits)."""
+        if self.cpus is None or self.cpus.take(self.handle.run_id, self.plan.ranks):
+            return True
+        self._waiting_since = self._waiting_since or time.monotonic()
+        self._wait_note = self.cpus.waiting_note(self.plan.ranks, time.monotonic() - self._waiting_since)
+        return False
+
+    def _free_cpus(self) -> None:
+        if self.cpus is not None:
+            self.cpus.release(self.handle.run_id)
 
     def start(self) -> None:
         """Start every node (handing them the GPU lease, which the CLI then lets go of)."""
@@ -97,7 +116,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         if self._outcome is not None:
             return self._outcome
         if not self.started:
-            if self.take_gpus():
+            if self.take_gpus() or not self.take_cpus():
                 return None
             try:
                 self.start()
@@ -124,10 +143,11 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                                              "longer)")
         if self._outcome is not None:
             self._unwatch()
+            self._free_cpus()
         return self._outcome
 
     def progress_note(self) -> str:
-        """While the step waits for GPUs another release holds: for which, and since when."""
+        """While the step waits for GPUs another release holds, or for CPUs: for which, and since when."""
         return "" if self.started else self._wait_note
 
     def ready_url(self) -> str | None:
@@ -140,6 +160,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         return url
 
     def cancel(self) -> None:
+        self._free_cpus()
         if self.lease is not None:
             self.lease.close()
         procs.stop_run(self.handle, self.grace, self.popens)

@@ -110,6 +110,10 @@ class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
 
     def check(self, step: StepSpec) -> list[str]:
         problems = super().check(step) + server_problems(step, self.name)
+        if step.chart.tls:
+            problems.append(f"chart {step.chart.name} serves over TLS on 127.0.0.1, which the Slurm backend cannot "
+                            "reach on a compute node: run it with --backend local where the training logs are, "
+                            "or on Kubernetes")
         if step.chart.kind is StepKind.RAY:
             problems += launch_problems(step)
         try:

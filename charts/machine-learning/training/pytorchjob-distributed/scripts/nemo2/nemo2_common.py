@@ -5,8 +5,10 @@ pure-Python configuration run without NeMo. NeMo 2 (``nemo.collections.llm``), `
 and torch are imported inside the functions that need them, through :func:`require_nemo`, which turns a missing or
 broken NeMo into one ``error:`` line naming the container image the reference uses.
 
-* :class:`ScriptError` / :func:`run_main`: bad input ends a script with one ``error: ...`` line on stderr and exit
-  status 1 (argparse errors keep their status 2);
+* from ``script_common`` (the file the pytorch_lightning folder shares; this folder links to it):
+  :class:`ScriptError` / :func:`run_main` (bad input ends a script with one ``error: ...`` line on stderr and exit
+  status 1; argparse errors keep their status 2), logging, offline defaults, atomic writes, progress lines and the
+  dataclass-driven CLI; from ``answer_metrics``: the local answer metrics;
 * the CLI families of the reference scripts: ``D1`` (``fine_tune.py``: dataclass fields with their real defaults,
   flip-the-default booleans, a nested ``--hfdc_*`` config), ``C`` (converter) and ``T-nemo`` (evaluator);
 * the checkpoint look-up of the reference (newest ``nemo_logs`` under ``$HOME/outputs``, newest timestamp run, newest
@@ -15,64 +17,33 @@ broken NeMo into one ``error:`` line naming the container image the reference us
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import dataclasses
 import json
-import math
 import os
 import re
 import shutil
-import string
-import sys
 import time
-import types
 import typing
-from collections.abc import Callable, Iterator
-from pathlib import Path, PurePosixPath
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import script_common
+from answer_metrics import rouge_l_f1, token_f1, words
+from script_common import *  # noqa: F403 - re-exported (script_common.__all__ is part of this module's interface)
+from script_common import ScriptError, log, report_progress, short_error
+
+__all__ = [
+    *script_common.__all__, "ADAPTER_META", "CHECKPOINT_PREFIX", "EXPORT_SUFFIX_RE", "NEMO_IMAGE", "adapter_base",
+    "atomic_dir", "check_checkpoint", "data_parallel_size", "find_checkpoint", "find_nemo_logs_dirs", "int_env",
+    "is_timestamp_dir", "poll_seconds", "require_cuda", "require_nemo", "rouge_l_f1", "sibling", "token_f1",
+    "wait_for", "words",
+]
+
 NEMO_IMAGE = "nvcr.io/nvidia/nemo:25.09"
-METRICS_VAR = "MLRECIPE_METRICS_FILE"
 EXPORT_SUFFIX_RE = re.compile(r"\.(hf_model|hf_peft|merged)$")
 CHECKPOINT_PREFIX = "nemo_logs--"
 ADAPTER_META = "adapter_metadata.json"  # nemo.lightning.ckpt_utils.ADAPTER_META_FILENAME
-
-
-class ScriptError(Exception):
-    """Bad input (a flag value, a missing path, no NeMo): one ``error:`` line on stderr, exit status 1."""
-
-
-def run_main(main: Callable[[], int | None]) -> None:
-    """Run ``main``; a :class:`ScriptError` becomes one stderr line and exit status 1."""
-    try:
-        code = main()
-    except ScriptError as exc:
-        sys.stdout.flush()
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        sys.exit(1)
-    sys.exit(code or 0)
-
-
-_QUIET = False
-
-
-def log(message: str, all_ranks: bool = False) -> None:
-    """One progress line, flushed (the recipes ``tee`` stdout into a log file)."""
-    if all_ranks or not _QUIET:
-        print(message, flush=True)
-
-
-def quiet_unless_rank_zero(rank: int) -> None:
-    """Print progress lines only on global rank 0 from now on (errors are reported on every rank)."""
-    global _QUIET
-    _QUIET = rank != 0
-
-
-def short_error(exc: BaseException) -> str:
-    """The exception's type and first line (for one-line error messages)."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def int_env(name: str, default: int = 0, environ: typing.Mapping[str, str] | None = None) -> int:
@@ -132,53 +103,13 @@ def data_parallel_size(num_nodes: int, gpus_per_node: int, tp: int, pp: int, cp:
 # offline behaviour
 
 
-def offline_defaults() -> None:
-    """Never download unless asked: ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` default to 1 (set 0 to allow)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("PYTORCH_ALLOC_CONF", "expandable_segments:True")
-
-
-def local_only() -> bool:
-    """True unless ``HF_HUB_OFFLINE`` is 0/false."""
-    return os.environ.get("HF_HUB_OFFLINE", "1") not in ("0", "false", "False")
-
-
-def in_hf_cache(repo_id: str, filename: str) -> bool:
-    """Whether ``filename`` of the hub repo ``repo_id`` is in the local Hugging Face cache."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        return isinstance(try_to_load_from_cache(repo_id, filename), str)
-    except (ImportError, OSError, ValueError):
-        return False
-
-
 def check_model_source(path: str, flag: str) -> str:
     """A local Hugging Face model directory, or a hub id in the local cache (unless downloads are allowed)."""
-    local = Path(path).expanduser()
-    if local.is_dir():
-        if not (local / "config.json").is_file():
-            raise ScriptError(f"{flag}={path}: not a Hugging Face model directory (no config.json in it)")
-        return str(local)
-    if local.exists():
-        raise ScriptError(f"{flag}={path}: not a directory")
-    if path.startswith(("/", ".", "~")) or path.count("/") != 1:
-        raise ScriptError(f"{flag}={path}: no such directory")
-    if local_only() and not in_hf_cache(path, "config.json"):
-        raise ScriptError(f"{flag}={path}: not a local directory and not in the Hugging Face cache (downloads "
-                          "are off: pass a local model directory, or set HF_HUB_OFFLINE=0)")
-    return path
+    return script_common.check_model_source(path, flag, what="Hugging Face model directory")
 
 
 # --------------------------------------------------------------------------------------------------------------
 # paths
-
-
-def model_id_parts(model_id: str) -> list[str]:
-    """``Qwen/Qwen3-8B`` -> ``[Qwen, Qwen3-8B]`` (an absolute path becomes relative; ``..`` dropped)."""
-    return [p for p in PurePosixPath(model_id).parts if p not in ("/", ".", "..", "")] or ["model"]
 
 
 def is_timestamp_dir(path: Path) -> bool:
@@ -318,50 +249,8 @@ def atomic_dir(final: Path, replace: bool = True) -> Iterator[Path]:
         os.replace(tmp, final)
 
 
-@contextlib.contextmanager
-def atomic_file(final: Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``final``; on success it is renamed onto ``final``."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    try:
-        yield tmp
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, final)
-
-
 # --------------------------------------------------------------------------------------------------------------
 # progress lines for mlrecipe
-
-
-def report_progress(step: int | None = None, total: int | None = None, **metrics: Any) -> None:
-    """Append ``{"time", "step", "total", "metrics"}`` to ``$MLRECIPE_METRICS_FILE`` (nothing when unset).
-
-    The caller makes sure only global rank 0 calls it.
-    """
-    path = os.environ.get(METRICS_VAR)
-    if not path:
-        return
-    record: dict[str, Any] = {"time": round(time.time(), 3)}
-    if step is not None:
-        record["step"] = int(step)
-    if total:
-        record["total"] = int(total)
-    numbers = {}
-    for key, value in metrics.items():
-        if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
-            value = value.item()
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
-            continue
-        numbers[key] = float(value)
-    if numbers:
-        record["metrics"] = numbers
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
-    except OSError as exc:  # best effort: never stop a run for it
-        log(f"warning: cannot write {METRICS_VAR}={path}: {exc}")
 
 
 def _metrics_callback_class() -> type:
@@ -408,166 +297,6 @@ def __getattr__(name: str) -> Any:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# local answer metrics (used when BERTScore cannot run offline)
-
-
-_PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased words, punctuation removed."""
-    return _PUNCTUATION.sub(" ", text.lower()).split()
-
-
-def token_f1(prediction: str, reference: str) -> float:
-    """SQuAD-style token-overlap F1 (1.0 when both are empty, 0.0 when one is)."""
-    pred, ref = words(prediction), words(reference)
-    if not pred or not ref:
-        return float(pred == ref)
-    remaining: dict[str, int] = {}
-    for word in ref:
-        remaining[word] = remaining.get(word, 0) + 1
-    common = 0
-    for word in pred:
-        if remaining.get(word, 0) > 0:
-            remaining[word] -= 1
-            common += 1
-    if not common:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
-def rouge_l_f1(prediction: str, reference: str) -> float:
-    """ROUGE-L F1: longest common subsequence of the words."""
-    pred, ref = words(prediction), words(reference)
-    if not pred or not ref:
-        return float(pred == ref)
-    row = [0] * (len(ref) + 1)
-    for p in pred:
-        diagonal = 0
-        for j, r in enumerate(ref, 1):
-            above = row[j]
-            row[j] = diagonal + 1 if p == r else max(row[j], row[j - 1])
-            diagonal = above
-    lcs = row[-1]
-    if not lcs:
-        return 0.0
-    precision, recall = lcs / len(pred), lcs / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
-def score(predictions: list[str], references: list[str]) -> tuple[str, dict[str, float]]:
-    """(metric, mean scores): BERTScore F1 (as the reference) when it can run, else token F1 and ROUGE-L F1.
-
-    ``MLRECIPE_METRIC=local`` skips BERTScore.
-    """
-    reason = "MLRECIPE_METRIC=local"
-    if os.environ.get("MLRECIPE_METRIC", "").lower() != "local":
-        try:
-            import evaluate
-
-            result = evaluate.load("bertscore").compute(predictions=predictions, references=references, lang="en")
-            f1 = [float(x) for x in result["f1"]]
-            return "bertscore", {"bertscore_f1": sum(f1) / len(f1)}
-        except Exception as exc:  # noqa: BLE001 - not installed, offline, no weights: fall back
-            reason = f"BERTScore unavailable: {short_error(exc)}"
-    log(f"note: scoring with local metrics (token-overlap F1 and ROUGE-L F1) instead of BERTScore ({reason})")
-    n = max(1, len(predictions))
-    pairs = list(zip(predictions, references, strict=True))
-    return "local", {"token_f1": sum(token_f1(p, r) for p, r in pairs) / n,
-                     "rouge_l_f1": sum(rouge_l_f1(p, r) for p, r in pairs) / n}
-
-
-# --------------------------------------------------------------------------------------------------------------
 # CLI families
 
 
-def _kind(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        tp = args[0] if len(args) == 1 else str
-        origin = typing.get_origin(tp)
-    if tp is bool:
-        return "bool"
-    if tp in (int, float, str):
-        return tp.__name__
-    if (origin or tp) is dict:
-        return "json"
-    return "str"
-
-
-def json_object(text: str) -> dict | None:
-    """argparse type for ``--hfdc_field_mapping``: a JSON object ("" / "null" / "None" give None)."""
-    if text.strip() in ("", "None", "null"):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a JSON object ({exc})") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("not a JSON object")
-    return value
-
-
-json_object.__name__ = "JSON object"
-
-
-def cli_fields(cls: type, skip: tuple[str, ...] = ()) -> list[tuple[dataclasses.Field, str]]:
-    """(field, kind) for each init field of the dataclass ``cls`` not in ``skip``."""
-    hints = typing.get_type_hints(cls)
-    return [(f, _kind(hints[f.name])) for f in dataclasses.fields(cls) if f.init and f.name not in skip]
-
-
-def field_default(f: dataclasses.Field) -> Any:
-    """A field's default (``dataclasses.MISSING`` when it has none)."""
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
-
-
-def add_flags(parser: Any, cls: type, skip: tuple[str, ...] = (), prefix: str = "", none_defaults: bool = False,
-              bool_flips: bool = True) -> None:
-    """One ``--<prefix><field>`` per field, typed; dicts as a JSON object.
-
-    Booleans: with ``bool_flips`` (families D1 / C) a flag with no value, ``store_true`` when the default is False and
-    ``store_false`` when it is True. ``none_defaults``: argparse default None (nested configs: to see which flags
-    were given).
-    """
-    for f, kind in cli_fields(cls, skip):
-        default = field_default(f)
-        shown = "required" if default is dataclasses.MISSING else default
-        flag, hint = f"--{prefix}{f.name}", f"(default: {shown!r})".replace("%", "%%")
-        if kind == "bool" and bool_flips:
-            flips_to = not bool(default)
-            parser.add_argument(flag, dest=f"{prefix}{f.name}", action="store_true" if flips_to else "store_false",
-                                default=None if none_defaults else bool(default), help=f"flag: sets {flips_to} {hint}")
-            continue
-        value = None if none_defaults or default is dataclasses.MISSING else default
-        caster = {"int": int, "float": float, "json": json_object, "bool": bool}.get(kind, str)
-        parser.add_argument(flag, dest=f"{prefix}{f.name}", type=caster, default=value, help=hint)
-
-
-def nested_from_namespace(ns: argparse.Namespace, parser: Any, cls: type, prefix: str,
-                          skip: tuple[str, ...] = ()) -> Any:
-    """The nested config rebuilt from its class defaults plus the ``--<prefix>*`` flags given (None if none is).
-
-    A field without a default (``dataset_name``) is then required; a ``ValueError`` of the class (its
-    ``__post_init__`` checks) becomes an argparse error (exit status 2).
-    """
-    given = {f.name: getattr(ns, f"{prefix}{f.name}") for f, _ in cli_fields(cls, skip)
-             if getattr(ns, f"{prefix}{f.name}", None) is not None}
-    if not given:
-        return None
-    missing = [f.name for f, _ in cli_fields(cls, skip) if field_default(f) is dataclasses.MISSING
-               and f.name not in given]
-    if missing:
-        parser.error(f"--{prefix}{missing[0]} is required when any --{prefix}* flag is given (the "
-                     f"{cls.__name__} is then rebuilt from its class defaults)")
-    try:
-        return cls(**given)
-    except (TypeError, ValueError) as exc:
-        parser.error(str(exc))

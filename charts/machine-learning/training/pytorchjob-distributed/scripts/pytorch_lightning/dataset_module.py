@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable
@@ -29,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from ptl_common import ScriptError, log, short_error, wait_for
-
-READY_MARKER = ".data_ready"
-SPLIT_FILES = {"train": "training.jsonl", "validation": "validation.jsonl", "test": "test.jsonl"}
-PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
-SPLIT_SEED = 42
-DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".txt")
+from sft_data import (
+    READY_MARKER,
+    SPLIT_FILES,
+    default_data_dir,  # noqa: F401 - part of this module's interface (fine_tune.py, the tests)
+    load_split,
+    split_dataset,
+    template_fields,
+)
 
 
 @dataclass
@@ -78,22 +79,8 @@ def sft_default_config() -> HFDatasetConfig:
     )
 
 
-def default_data_dir(config: HFDatasetConfig, home: Path | None = None) -> Path:
-    """``$HOME/datasets/<name with / -> _>/<config or default>/train=T%-val=V%-test=S%``."""
-    train = int(config.train_split_ratio * 100)
-    val = int((100 - train) * (1 - config.val_test_split_ratio))
-    test = 100 - train - val
-    return (home or Path.home()) / "datasets" / config.dataset_name.replace("/", "_") / \
-        (config.dataset_config or "default") / f"train={train}%-val={val}%-test={test}%"
-
-
 # --------------------------------------------------------------------------------------------------------------
 # conversion and preparation
-
-
-def template_fields(config: HFDatasetConfig) -> set[str]:
-    """The ``{placeholder}`` names used by the two templates."""
-    return set(PLACEHOLDER_RE.findall(config.input_template)) | set(PLACEHOLDER_RE.findall(config.output_template))
 
 
 def convert_row(row: dict[str, Any], config: HFDatasetConfig) -> dict[str, str] | None:
@@ -125,67 +112,6 @@ def convert_row(row: dict[str, Any], config: HFDatasetConfig) -> dict[str, str] 
     return converted if converted["output"].strip() else None
 
 
-def _load_split(config: HFDatasetConfig) -> Any:
-    """``config.split`` of the dataset (a hub id or a local directory) as a ``datasets.Dataset``."""
-    flag = f"--hfdc_dataset_name={config.dataset_name}"
-    try:
-        import datasets
-    except ImportError as exc:
-        raise ScriptError(f"{flag}: preparing data needs the 'datasets' package (or pre-populate --data_dir)") from exc
-    local = Path(config.dataset_name).expanduser()
-    if local.exists() and not local.is_dir():
-        raise ScriptError(f"{flag}: a file is not a dataset; put it in a directory and pass the directory")
-    kwargs = dict(config.load_kwargs)
-    if config.cache_dir:
-        kwargs["cache_dir"] = config.cache_dir
-    if local.is_dir():
-        files = [p for p in local.rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES]
-        if not files:
-            raise ScriptError(f"{flag}: the directory holds no .jsonl/.json/.csv/.parquet file")
-        if all(p.stat().st_size == 0 for p in files):
-            raise ScriptError(f"{flag}: the dataset is empty (all its files are empty)")
-    elif config.dataset_name.startswith(("/", ".", "~")):
-        raise ScriptError(f"{flag}: no such directory")
-    elif config.num_proc and config.num_proc > 1:
-        kwargs.setdefault("num_proc", config.num_proc)
-    try:
-        loaded = datasets.load_dataset(str(local) if local.is_dir() else config.dataset_name, config.dataset_config,
-                                       **kwargs)
-    except Exception as exc:
-        hint = "" if local.is_dir() or os.environ.get("HF_DATASETS_OFFLINE", "1") in ("0", "false", "False") else \
-            " (downloads are off: pass a local directory, pre-populate --data_dir, or set HF_DATASETS_OFFLINE=0 " \
-            "HF_HUB_OFFLINE=0)"
-        raise ScriptError(f"{flag}: cannot load it ({short_error(exc)}){hint}") from exc
-    if isinstance(loaded, datasets.DatasetDict):
-        if config.split not in loaded:
-            raise ScriptError(f"--hfdc_split={config.split}: the dataset has splits {sorted(loaded)}")
-        loaded = loaded[config.split]
-    if len(loaded) == 0:
-        raise ScriptError(f"{flag}: split '{config.split}' has no rows")
-    return loaded
-
-
-def split_dataset(rows: Any, config: HFDatasetConfig) -> dict[str, Any]:
-    """train / validation / test like the reference: ``train_test_split(1 - train_split_ratio, seed=42)``, then the
-    held-out part split again with ``val_test_split_ratio`` as the **test** share. A ratio of 0 puts all of the
-    held-out rows in validation, 1 all of them in test (the reference has no such guard)."""
-    try:
-        first = rows.train_test_split(test_size=1.0 - config.train_split_ratio, seed=SPLIT_SEED)
-        held = first["test"]
-        if config.val_test_split_ratio <= 0:
-            val, test = held, held.select([])
-        elif config.val_test_split_ratio >= 1:
-            val, test = held.select([]), held
-        else:
-            second = held.train_test_split(test_size=config.val_test_split_ratio, seed=SPLIT_SEED)
-            val, test = second["train"], second["test"]
-    except ValueError as exc:
-        raise ScriptError(f"--hfdc_dataset_name={config.dataset_name}: {len(rows)} rows are too few for "
-                          f"--hfdc_train_split_ratio={config.train_split_ratio} / --hfdc_val_test_split_ratio="
-                          f"{config.val_test_split_ratio} ({short_error(exc)})") from exc
-    return {"train": first["train"], "validation": val, "test": test}
-
-
 def _write_split(rows: Any, config: HFDatasetConfig, path: Path) -> tuple[int, int]:
     kept = skipped = 0
     with open(path, "w", encoding="utf-8") as fh:
@@ -204,7 +130,7 @@ def build_dataset_files(config: HFDatasetConfig, data_dir: Path) -> dict[str, in
     start = time.monotonic()
     log(f"preparing dataset {config.dataset_name} ({config.dataset_config or 'default'}, split {config.split}) "
         f"into {data_dir}")
-    parts = split_dataset(_load_split(config), config)
+    parts = split_dataset(load_split(config), config)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = data_dir.parent / f".{data_dir.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)

@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
-import string
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +39,7 @@ from ptl_common import (
     offline_defaults,
     report_progress,
     run_main,
+    score,
     short_error,
     sibling_path,
 )
@@ -222,75 +221,6 @@ def generate_with_transformers(model: Any, tokenizer: Any, prompts: list[str], c
             out += tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
             log(f"generated {len(out)}/{len(prompts)}")
     return out
-
-
-# --------------------------------------------------------------------------------------------------------------
-# scoring
-
-
-_PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}]")
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased words, punctuation removed."""
-    return _PUNCTUATION.sub(" ", text.lower()).split()
-
-
-def token_f1(prediction: str, reference: str) -> float:
-    """SQuAD-style token-overlap F1 (1.0 when both are empty, 0.0 when one is)."""
-    pred, ref = words(prediction), words(reference)
-    if not pred or not ref:
-        return float(pred == ref)
-    remaining: dict[str, int] = {}
-    for word in ref:
-        remaining[word] = remaining.get(word, 0) + 1
-    common = 0
-    for word in pred:
-        if remaining.get(word, 0) > 0:
-            remaining[word] -= 1
-            common += 1
-    if not common:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
-def rouge_l_f1(prediction: str, reference: str) -> float:
-    """ROUGE-L F1: longest common subsequence of the words."""
-    pred, ref = words(prediction), words(reference)
-    if not pred or not ref:
-        return float(pred == ref)
-    row = [0] * (len(ref) + 1)
-    for p in pred:
-        diagonal = 0
-        for j, r in enumerate(ref, 1):
-            above = row[j]
-            row[j] = diagonal + 1 if p == r else max(row[j], row[j - 1])
-            diagonal = above
-    lcs = row[-1]
-    if not lcs:
-        return 0.0
-    precision, recall = lcs / len(pred), lcs / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
-def score(predictions: list[str], references: list[str]) -> tuple[str, dict[str, float]]:
-    """(metric, mean scores): BERTScore F1 when available, else the local token F1 and ROUGE-L F1."""
-    reason = "MLRECIPE_METRIC=local"
-    if os.environ.get("MLRECIPE_METRIC", "").lower() != "local":
-        try:
-            import evaluate
-
-            result = evaluate.load("bertscore").compute(predictions=predictions, references=references, lang="en")
-            f1 = [float(x) for x in result["f1"]]
-            return "bertscore", {"bertscore_f1": sum(f1) / len(f1)}
-        except Exception as exc:  # noqa: BLE001 - any failure (not installed, offline, no weights) means: fall back
-            reason = f"BERTScore unavailable: {short_error(exc)}"
-    log(f"note: scoring with local metrics (token-overlap F1 and ROUGE-L F1) instead of BERTScore ({reason})")
-    n = len(predictions)
-    pairs = list(zip(predictions, references, strict=True))
-    return "local", {"token_f1": sum(token_f1(p, r) for p, r in pairs) / n,
-                     "rouge_l_f1": sum(rouge_l_f1(p, r) for p, r in pairs) / n}
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Trainer callbacks used by the accelerate trainers.
+"""Hugging Face Trainer callbacks used by the accelerate and the ray_train trainers (ray_train links this file as
+``shared/trainer_callbacks.py`` and adds its Ray Train callback in ``shared/callbacks.py``).
 
 * :class:`SaveOnBestMetricCallback`: sets ``should_save`` on each evaluation whose ``metric_for_best_model``
   beats ``state.best_metric`` (always on the first one), so checkpoints are written only at evals that improve.

@@ -32,6 +32,7 @@ if _ACCELERATE_DIR not in sys.path:
 
 from shared.common import (  # noqa: E402
     DEFAULT_LORA_TARGETS,
+    ConvertArguments,
     ScriptError,
     atomic_dir,
     check_model_source,
@@ -50,21 +51,6 @@ from shared.common import (  # noqa: E402
 DCP_DIR = "pytorch_model_fsdp_0"
 _WRAPPER_TOKENS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
 _ADAPTER_SEGMENT = re.compile(r"\.(lora_[AB]|lora_embedding_[AB]|lora_magnitude_vector)\.default(?=\.|$)")
-
-
-@dataclass
-class ConvertArguments:
-    """Flags (family C: typed, ``store_true`` booleans, comma-list string)."""
-
-    model_path: str | None = None
-    base_model: str = "Qwen/Qwen3-8B"
-    checkpoints_dir: str | None = None
-    full_ft: bool = False
-    lora_rank: int = 32
-    lora_alpha: int = 32
-    lora_dropout: float = 0.1
-    lora_target_modules: str = DEFAULT_LORA_TARGETS
-    no_merge: bool = False
 
 
 def build_parser() -> Any:

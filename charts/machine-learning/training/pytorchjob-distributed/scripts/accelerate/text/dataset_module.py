@@ -1,4 +1,5 @@
-"""Text datasets for the accelerate trainers: configuration, preparation into ``data_dir``, torch datasets.
+"""Text datasets for the accelerate and the ray_train trainers: configuration, preparation into ``data_dir``, torch
+datasets. One file for both trees (the ray_train tree links ``text/dataset_module.py`` to it).
 
 * :class:`HFDatasetConfig` (CLI flags ``--hfdc_*``) says which dataset to load and how to turn a row into
   ``{"input": str, "output": str}`` with two ``str.format`` templates (optionally through ``field_mapping``).
@@ -8,6 +9,12 @@
   ``*.jsonl`` / ``*.json`` / ``*.csv`` / ``*.parquet`` files works as ``dataset_name``.
 * :class:`SFTDataset` (prompt tokens masked with -100 in the labels) and :class:`CPTDataset` (every token is a
   target), plus :func:`make_collator`.
+* :func:`load_and_prepare_datasets`: what each Ray Train worker calls (world rank 0 prepares, every rank then
+  opens the training and validation files).
+
+Difference from the reference's ray_train copy: the default templates contain real newlines (the reference writes
+``\\n`` there, so its prompts hold a literal backslash-n); templates given on the command line are used as given,
+as in the reference (no unescaping). The split is seeded (seed 42), so it is reproducible.
 
 ``datasets`` / ``transformers`` are imported only where needed, so a pre-populated ``data_dir`` needs neither
 for preparation.
@@ -30,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_ACCELERATE_DIR = str(Path(__file__).resolve().parent.parent)
-if _ACCELERATE_DIR not in sys.path:
-    sys.path.insert(0, _ACCELERATE_DIR)
+_SCRIPTS_DIR = str(Path(__file__).absolute().parent.parent)  # not resolved: the tree this file was loaded from
+if _SCRIPTS_DIR not in sys.path:
+    sys.path.insert(0, _SCRIPTS_DIR)
 
 from shared.common import ScriptError, global_rank, home_dir, log, short_error  # noqa: E402
 
@@ -240,8 +247,8 @@ def prepare_datasets(config: HFDatasetConfig, dataset_root: Path | str, rank: in
                      poll_seconds: float = 5.0) -> Path:
     """Make sure ``dataset_root`` holds the three jsonl files and ``.data_ready``; returns ``dataset_root``.
 
-    Global rank 0 (``RANK``) prepares the data unless the marker already exists; other ranks poll for the marker
-    every ``poll_seconds`` (``data_dir`` must therefore be on storage the nodes share).
+    Global rank 0 (``rank``, default ``RANK``) prepares the data unless the marker already exists; other ranks poll
+    for the marker every ``poll_seconds`` (``data_dir`` must therefore be on storage the nodes share).
     """
     data_dir = Path(dataset_root).expanduser()
     marker = data_dir / READY_MARKER
@@ -342,3 +349,28 @@ def make_collator(tokenizer: Any, pad_to_multiple_of: int | None = 8) -> Any:
 def config_fields() -> list[str]:
     """Names of the HFDatasetConfig fields that have a ``--hfdc_*`` flag."""
     return [f.name for f in dataclasses.fields(HFDatasetConfig) if f.name not in HFDC_NOT_ON_CLI]
+
+
+def load_and_prepare_datasets(config: HFDatasetConfig, dataset_root: Path | str, tokenizer: Any,
+                              max_seq_length: int = 2048, rank: int = 0, dataset_cls: type = SFTDataset,
+                              max_eval_samples: int | None = None, poll_seconds: float | None = None
+                              ) -> tuple[SFTDataset, SFTDataset]:
+    """(training, validation) datasets of ``dataset_root`` for one Ray Train worker.
+
+    World rank ``rank`` 0 prepares ``dataset_root`` (unless ``.data_ready`` is there), the other ranks wait for the
+    marker, then all ranks meet at a barrier (when a process group exists) and open the files. The validation set
+    is capped at ``max_eval_samples`` rows. ``poll_seconds`` defaults to ``MLRECIPE_DATA_POLL_SECONDS`` or 10.
+    """
+    if poll_seconds is None:
+        poll_seconds = float(os.environ.get("MLRECIPE_DATA_POLL_SECONDS", "10"))
+    data_dir = prepare_datasets(config, dataset_root, rank=rank, poll_seconds=poll_seconds)
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.barrier()
+    except ImportError:
+        pass
+    train = dataset_cls(data_dir / SPLIT_FILES["train"], tokenizer, max_seq_length)
+    evaluation = dataset_cls(data_dir / SPLIT_FILES["validation"], tokenizer, max_seq_length, max_eval_samples)
+    return train, evaluation

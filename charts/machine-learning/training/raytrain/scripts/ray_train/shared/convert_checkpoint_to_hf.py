@@ -29,7 +29,7 @@ if _SCRIPTS_DIR not in sys.path:
     sys.path.insert(0, _SCRIPTS_DIR)
 
 from shared.common import (
-    DEFAULT_LORA_TARGETS,
+    ConvertArguments,
     ScriptError,
     atomic_dir,
     check_model_source,
@@ -44,21 +44,6 @@ from shared.common import (
     run_main,
     short_error,
 )
-
-
-@dataclass
-class ConvertArguments:
-    """Flags (family C: typed, ``store_true`` booleans)."""
-
-    model_path: str | None = None
-    base_model: str = "Qwen/Qwen3-8B"
-    checkpoints_dir: str | None = None
-    full_ft: bool = False
-    lora_rank: int = 32
-    lora_alpha: int = 32
-    lora_dropout: float = 0.1
-    lora_target_modules: str = DEFAULT_LORA_TARGETS
-    no_merge: bool = False
 
 
 def build_parser() -> Any:
@@ -125,6 +110,24 @@ def checkpoint_tokenizer(ckpt: Path, model_path: str, model_flag: str) -> Any:
     return load_tokenizer(model_path, flag=model_flag)
 
 
+#: What a vision-language model's processor adds to its tokenizer files.
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json",
+                   "chat_template.json", "chat_template.jinja")
+
+
+def copy_processor_files(ckpt: Path, model_path: str, out: Path) -> list[str]:
+    """Copy the processor files of a vision-language checkpoint (else of its base model) into ``out``."""
+    import shutil
+
+    copied = []
+    for name in PROCESSOR_FILES:
+        source = next((d / name for d in (ckpt, Path(model_path)) if (d / name).is_file()), None)
+        if source is not None and not (out / name).exists():
+            shutil.copyfile(source, out / name)
+            copied.append(name)
+    return copied
+
+
 def device_map() -> Any:
     """``"auto"`` where CUDA is available (merging on the GPUs), else None (CPU)."""
     import torch
@@ -152,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         with atomic_dir(out) as tmp:
             trained.model.save_pretrained(str(tmp))
             tokenizer.save_pretrained(str(tmp))
+            copy_processor_files(ckpt, model_path, tmp)
             (tmp / "base_model.txt").write_text(model_path)
         log(f"wrote the adapter to {out} (base model in base_model.txt: {model_path})")
         return 0
@@ -162,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     with atomic_dir(out) as tmp:
         model.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
+        copy_processor_files(ckpt, model_path, tmp)
     log(f"wrote the {'merged' if kind == 'lora' else 'full'} model to {out}")
     return 0
 

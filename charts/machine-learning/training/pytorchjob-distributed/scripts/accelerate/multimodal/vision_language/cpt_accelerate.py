@@ -30,14 +30,12 @@ from shared.common import ScriptError, log, offline_defaults, report_to, run_mai
 from shared.common import training_arguments as make_training_arguments
 from training_common import (
     CPT,
-    add_dataset_flags,
-    add_model_flags,
-    add_run_flags,
     build_datasets,
-    check_numbers,
+    build_vlm_parser,
     describe_parameters,
     load_model,
     load_processor,
+    parse_checked,
     prepare_data,
     read_splits,
     resolve_paths,
@@ -47,34 +45,13 @@ from training_common import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The flags of this script (strict: an unknown flag exits with status 2)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_model_flags(parser, CPT)
-    train = parser.add_argument_group("training")
-    train.add_argument("--num_train_epochs", type=int, default=3)
-    train.add_argument("--per_device_train_batch_size", type=int, default=1)
-    train.add_argument("--per_device_eval_batch_size", type=int, default=1)
-    train.add_argument("--gradient_accumulation_steps", type=int, default=16)
-    train.add_argument("--learning_rate", type=float, default=2e-5)
-    train.add_argument("--weight_decay", type=float, default=0.01)
-    train.add_argument("--warmup_steps", type=int, default=1000)
-    train.add_argument("--max_grad_norm", type=float, default=1.0)
-    train.add_argument("--max_seq_length", type=int, default=4096)
-    train.add_argument("--resume_from_checkpoint", type=str, default=None, help="a checkpoint-<step> directory")
-    train.add_argument("--save_steps", type=int, default=1000)
-    train.add_argument("--save_total_limit", type=int, default=2)
-    add_dataset_flags(parser, CPT)
-    add_run_flags(parser, max_eval_samples=None)
-    parser.add_argument("--eval_steps", type=int, default=1000)
-    return parser
+    """The flags of this script."""
+    return build_vlm_parser(__doc__.split("\n")[0], CPT).parser
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and sanity-check the command line."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_numbers(args, parser)
-    return args
+    """Parse and sanity-check the command line (strict: an unknown flag exits with status 2)."""
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,18 +33,17 @@ for _p in (_ACCELERATE_DIR, _VL_DIR):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from shared.common import ScriptError, log, offline_defaults, report_to, run_main, select_precision, short_error
+from shared.common import log, offline_defaults, report_to, run_main, select_precision
 from shared.common import training_arguments as make_training_arguments
 from training_common import (
     SFT,
-    add_dataset_flags,
-    add_model_flags,
-    add_run_flags,
+    apply_lora,
     build_datasets,
-    check_numbers,
+    build_vlm_parser,
     describe_parameters,
     load_model,
     load_processor,
+    parse_checked,
     prepare_data,
     read_splits,
     resolve_paths,
@@ -54,56 +53,13 @@ from training_common import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The flags of this script (strict: an unknown flag exits with status 2)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_model_flags(parser, SFT)
-    lora = parser.add_argument_group("LoRA")
-    lora.add_argument("--full_ft", action="store_true", default=False, help="train all parameters (no LoRA)")
-    lora.add_argument("--lora_rank", type=int, default=64)
-    lora.add_argument("--lora_alpha", type=int, default=16)
-    lora.add_argument("--lora_dropout", type=float, default=0.1)
-    lora.add_argument("--lora_on_vision", action="store_true", default=False,
-                      help="also put LoRA on the vision blocks (attention and MLP)")
-    train = parser.add_argument_group("training")
-    train.add_argument("--max_steps", type=int, default=10000)
-    train.add_argument("--per_device_train_batch_size", type=int, default=1)
-    train.add_argument("--per_device_eval_batch_size", type=int, default=1)
-    train.add_argument("--gradient_accumulation_steps", type=int, default=16)
-    train.add_argument("--learning_rate", type=float, default=2e-5)
-    train.add_argument("--weight_decay", type=float, default=0.01)
-    train.add_argument("--warmup_steps", type=int, default=100)
-    train.add_argument("--max_grad_norm", type=float, default=1.0)
-    train.add_argument("--max_seq_length", type=int, default=8192)
-    train.add_argument("--early_stopping_patience", type=int, default=3)
-    train.add_argument("--early_stopping_threshold", type=float, default=0.001)
-    add_dataset_flags(parser, SFT)
-    add_run_flags(parser, max_eval_samples=640)
-    parser.add_argument("--eval_steps", type=int, default=100)
-    return parser
+    """The flags of this script."""
+    return build_vlm_parser(__doc__.split("\n")[0], SFT).parser
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and sanity-check the command line."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_numbers(args, parser)
-    return args
-
-
-def apply_lora(model: Any, adapter: Any, args: argparse.Namespace, flag: str = "--model_path") -> Any:
-    """Wrap ``model`` with LoRA (task CAUSAL_LM, bias none) on the adapter's target modules."""
-    from peft import LoraConfig, get_peft_model
-
-    target = adapter.lora_target_regex(include_vision=args.lora_on_vision)
-    config = LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-                        target_modules=target, bias="none", task_type="CAUSAL_LM")
-    try:
-        model = get_peft_model(model, config)
-    except ValueError as exc:
-        raise ScriptError(f"{flag}: LoRA targets {adapter.get_lora_target_modules(args.lora_on_vision)} match "
-                          f"no module of the model ({short_error(exc)})") from exc
-    model.enable_input_require_grads()  # gradients reach the adapters through checkpointed layers
-    return model
+    """Parse and sanity-check the command line (strict: an unknown flag exits with status 2)."""
+    return parse_checked(build_parser(), argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-_VL_DIR = str(Path(__file__).resolve().parent)
+_VL_DIR = str(Path(__file__).absolute().parent)
 if _VL_DIR not in sys.path:
     sys.path.insert(0, _VL_DIR)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-_VL_DIR = str(Path(__file__).resolve().parent)
-_ACCELERATE_DIR = str(Path(__file__).resolve().parent.parent.parent)
+_VL_DIR = str(Path(__file__).absolute().parent)
+_ACCELERATE_DIR = str(Path(__file__).absolute().parent.parent.parent)
 for _p in (_ACCELERATE_DIR, _VL_DIR):
     if _p not in sys.path:
         sys.path.insert(0, _p)
@@ -28,7 +28,7 @@ from dataset_module import (
     prepare_vlm_datasets,
     read_vlm_jsonl,
 )
-from shared.common import ScriptError, check_model_source, home_dir, log, model_id_parts, short_error
+from shared.common import ScriptError, check_model_source, home_dir, log, short_error
 
 DEFAULT_MODEL_ID = "Qwen/Qwen3-VL-8B-Instruct"
 
@@ -48,10 +48,43 @@ class Kind:
     data_fallback: str
     data_decimals: int
     output_suffix: str
+    warmup_steps: int
+    max_seq_length: int
+    eval_steps: int
+    max_eval_samples: int | None
 
 
-SFT = Kind("sft", True, 0.9, "visual_instruct", 0, "")
-CPT = Kind("cpt", False, 0.99, "visual_cpt", 2, "-cpt")
+SFT = Kind("sft", True, 0.9, "visual_instruct", 0, "", 100, 8192, 100, 640)
+CPT = Kind("cpt", False, 0.99, "visual_cpt", 2, "-cpt", 1000, 4096, 1000, None)
+
+
+@dataclass
+class VLMParser:
+    """The parser of a VLM script and the argument groups a variant adds its own flags to."""
+
+    parser: argparse.ArgumentParser
+    training: Any
+    paths: Any
+
+
+def build_vlm_parser(description: str, kind: Kind, output_dir: bool = True) -> VLMParser:
+    """The flags of the SFT (with LoRA) or CPT script of ``kind`` (``--output_dir`` unless ``output_dir`` is False)."""
+    parser = argparse.ArgumentParser(description=description)
+    add_model_flags(parser, kind)
+    if kind.name == "sft":
+        add_lora_flags(parser)
+    training = add_training_flags(parser, kind)
+    paths = add_dataset_flags(parser, kind, output_dir)
+    add_run_flags(parser, kind.max_eval_samples)
+    parser.add_argument("--eval_steps", type=int, default=kind.eval_steps)
+    return VLMParser(parser, training, paths)
+
+
+def parse_checked(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse (strict: an unknown flag exits with status 2) and sanity-check the numbers."""
+    args = parser.parse_args(argv)
+    check_numbers(args, parser)
+    return args
 
 
 def add_model_flags(parser: argparse.ArgumentParser, kind: Kind) -> None:
@@ -70,14 +103,53 @@ def add_model_flags(parser: argparse.ArgumentParser, kind: Kind) -> None:
                        help="train the vision tower too")
 
 
-def add_dataset_flags(parser: argparse.ArgumentParser, kind: Kind) -> None:
-    """``--data_dir``, ``--output_dir`` and the ``--hf_*`` dataset flags."""
+def add_lora_flags(parser: argparse.ArgumentParser) -> None:
+    """``--full_ft`` and the ``--lora_*`` flags of the SFT scripts."""
+    lora = parser.add_argument_group("LoRA")
+    lora.add_argument("--full_ft", action="store_true", default=False, help="train all parameters (no LoRA)")
+    lora.add_argument("--lora_rank", type=int, default=64)
+    lora.add_argument("--lora_alpha", type=int, default=16)
+    lora.add_argument("--lora_dropout", type=float, default=0.1)
+    lora.add_argument("--lora_on_vision", action="store_true", default=False,
+                      help="also put LoRA on the vision blocks (attention and MLP)")
+
+
+def add_training_flags(parser: argparse.ArgumentParser, kind: Kind) -> Any:
+    """The training flags: step based with early stopping (SFT) or epoch based with rotating saves (CPT); returns the
+    "training" argument group."""
+    train = parser.add_argument_group("training")
+    if kind.name == "sft":
+        train.add_argument("--max_steps", type=int, default=10000)
+    else:
+        train.add_argument("--num_train_epochs", type=int, default=3)
+    train.add_argument("--per_device_train_batch_size", type=int, default=1)
+    train.add_argument("--per_device_eval_batch_size", type=int, default=1)
+    train.add_argument("--gradient_accumulation_steps", type=int, default=16)
+    train.add_argument("--learning_rate", type=float, default=2e-5)
+    train.add_argument("--weight_decay", type=float, default=0.01)
+    train.add_argument("--warmup_steps", type=int, default=kind.warmup_steps)
+    train.add_argument("--max_grad_norm", type=float, default=1.0)
+    train.add_argument("--max_seq_length", type=int, default=kind.max_seq_length)
+    if kind.name == "sft":
+        train.add_argument("--early_stopping_patience", type=int, default=3)
+        train.add_argument("--early_stopping_threshold", type=float, default=0.001)
+    else:
+        train.add_argument("--resume_from_checkpoint", type=str, default=None, help="a checkpoint-<step> directory")
+        train.add_argument("--save_steps", type=int, default=1000)
+        train.add_argument("--save_total_limit", type=int, default=2)
+    return train
+
+
+def add_dataset_flags(parser: argparse.ArgumentParser, kind: Kind, output_dir: bool = True) -> Any:
+    """``--data_dir``, ``--output_dir`` (unless ``output_dir`` is False) and the ``--hf_*`` dataset flags; returns
+    the "paths" argument group."""
     paths = parser.add_argument_group("paths")
     paths.add_argument("--data_dir", type=str, default=None,
                        help="holds training.jsonl / validation.jsonl (default: derived from --hf_dataset_name, else "
                             f"$HOME/datasets/{kind.data_fallback})")
-    paths.add_argument("--output_dir", type=str, default=None,
-                       help=f"default: $HOME/results/<model_id>{kind.output_suffix}")
+    if output_dir:
+        paths.add_argument("--output_dir", type=str, default=None,
+                           help=f"default: $HOME/results/<model_id>{kind.output_suffix}")
     data = parser.add_argument_group("dataset (prepared into --data_dir on global rank 0)")
     data.add_argument("--hf_dataset_name", type=str, default=None,
                       help="hub dataset id or local directory; without it --data_dir is read as it is")
@@ -92,6 +164,7 @@ def add_dataset_flags(parser: argparse.ArgumentParser, kind: Kind) -> None:
     data.add_argument("--hf_download_images", action="store_true", default=True,
                       help="save PIL images and download image URLs into --data_dir (always on)")
     data.add_argument("--hf_num_proc", type=int, default=8)
+    return paths
 
 
 def add_run_flags(parser: argparse.ArgumentParser, max_eval_samples: int | None) -> None:
@@ -135,12 +208,18 @@ def dataset_config(args: argparse.Namespace) -> VLMDatasetConfig | None:
         num_proc=args.hf_num_proc)
 
 
+def resolve_data_dir(args: argparse.Namespace, kind: Kind) -> Path:
+    """``--data_dir``, else the default of the spec (derived from ``--hf_dataset_name``, else the fallback)."""
+    if args.data_dir:
+        return Path(args.data_dir).expanduser()
+    return default_data_dir(dataset_config(args), kind.data_fallback, decimals=kind.data_decimals)
+
+
 def resolve_paths(args: argparse.Namespace, kind: Kind) -> tuple[Path, Path]:
     """(data_dir, output_dir) with the defaults of the spec."""
-    if args.data_dir:
-        data_dir = Path(args.data_dir).expanduser()
-    else:
-        data_dir = default_data_dir(dataset_config(args), kind.data_fallback, decimals=kind.data_decimals)
+    from shared.common import model_id_parts
+
+    data_dir = resolve_data_dir(args, kind)
     if args.output_dir:
         output_dir = Path(args.output_dir).expanduser()
     else:
@@ -235,6 +314,22 @@ def build_datasets(dataset_cls: type, data_dir: Path, rows: tuple[list, list], a
     log(f"data {data_dir}: {len(train)} training rows ({train.text_only_rows} text-only), "
         f"{len(evaluation) if evaluation else 0} validation rows used for evaluation")
     return train, evaluation
+
+
+def apply_lora(model: Any, adapter: Any, args: argparse.Namespace, flag: str = "--model_path") -> Any:
+    """Wrap ``model`` with LoRA (task CAUSAL_LM, bias none) on the adapter's target modules."""
+    from peft import LoraConfig, get_peft_model
+
+    target = adapter.lora_target_regex(include_vision=args.lora_on_vision)
+    config = LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+                        target_modules=target, bias="none", task_type="CAUSAL_LM")
+    try:
+        model = get_peft_model(model, config)
+    except ValueError as exc:
+        raise ScriptError(f"{flag}: LoRA targets {adapter.get_lora_target_modules(args.lora_on_vision)} match "
+                          f"no module of the model ({short_error(exc)})") from exc
+    model.enable_input_require_grads()  # gradients reach the adapters through checkpointed layers
+    return model
 
 
 def describe_parameters(adapter: Any, model: Any) -> str:

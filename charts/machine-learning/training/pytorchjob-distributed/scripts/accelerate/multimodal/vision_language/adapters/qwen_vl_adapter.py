@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_VL_DIR = str(Path(__file__).resolve().parent.parent)
-_ACCELERATE_DIR = str(Path(__file__).resolve().parent.parent.parent.parent)
+_VL_DIR = str(Path(__file__).absolute().parent.parent)
+_ACCELERATE_DIR = str(Path(__file__).absolute().parent.parent.parent.parent)
 for _p in (_ACCELERATE_DIR, _VL_DIR):
     if _p not in sys.path:
         sys.path.insert(0, _p)
@@ -102,9 +102,12 @@ class QwenVLAdapter(BaseVLMAdapter):
         """The model in ``dtype`` with ``attn_implementation`` (falls back to eager); ``use_cache`` set afterwards.
 
         Keyword arguments: ``dtype``, ``attn_implementation``, ``trust_remote_code``, ``use_cache``, ``flag`` (the
-        flag that named ``model_path``, for error messages); others go to ``from_pretrained``.
+        flag that named ``model_path``, for error messages), ``loader`` (a function with the signature of
+        ``shared.common.load_pretrained``, which is the default); others go to ``from_pretrained``.
         """
-        from shared.common import load_pretrained
+        load_pretrained = kwargs.pop("loader", None)
+        if load_pretrained is None:
+            from shared.common import load_pretrained
 
         flag = kwargs.pop("flag", "--model_path")
         use_cache = kwargs.pop("use_cache", None)

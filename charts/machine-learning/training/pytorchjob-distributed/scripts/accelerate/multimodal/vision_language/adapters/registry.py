@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-_VL_DIR = str(Path(__file__).resolve().parent.parent)
+_VL_DIR = str(Path(__file__).absolute().parent.parent)
 if _VL_DIR not in sys.path:
     sys.path.insert(0, _VL_DIR)
 

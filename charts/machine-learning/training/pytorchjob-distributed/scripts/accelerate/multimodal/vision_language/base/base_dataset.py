@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-_VL_DIR = str(Path(__file__).resolve().parent.parent)
-_ACCELERATE_DIR = str(Path(__file__).resolve().parent.parent.parent.parent)
+_VL_DIR = str(Path(__file__).absolute().parent.parent)
+_ACCELERATE_DIR = str(Path(__file__).absolute().parent.parent.parent.parent)
 for _p in (_ACCELERATE_DIR, _VL_DIR):
     if _p not in sys.path:
         sys.path.insert(0, _p)

@@ -1,0 +1,1 @@
+../../../../../../src/mlrecipe/serve/ray_openai.py

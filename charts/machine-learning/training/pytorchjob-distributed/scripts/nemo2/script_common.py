@@ -1,0 +1,1 @@
+../pytorch_lightning/script_common.py

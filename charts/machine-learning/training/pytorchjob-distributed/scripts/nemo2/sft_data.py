@@ -1,0 +1,1 @@
+../pytorch_lightning/sft_data.py

@@ -1,0 +1,1 @@
+../accelerate/shared/answer_metrics.py

@@ -1,0 +1,1 @@
+../accelerate/shared/script_core.py

@@ -1,0 +1,1 @@
+../../../../../../pytorchjob-distributed/scripts/accelerate/multimodal/vision_language/adapters/qwen_vl_adapter.py

@@ -1,0 +1,1 @@
+../../../../../../pytorchjob-distributed/scripts/accelerate/multimodal/vision_language/base/base_dataset.py

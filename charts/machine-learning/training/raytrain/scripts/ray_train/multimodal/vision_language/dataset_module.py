@@ -1,0 +1,1 @@
+../../../../../pytorchjob-distributed/scripts/accelerate/multimodal/vision_language/dataset_module.py

@@ -1,0 +1,1 @@
+../../../../pytorchjob-distributed/scripts/accelerate/shared/answer_metrics.py

@@ -1,0 +1,1 @@
+../../../../pytorchjob-distributed/scripts/accelerate/shared/common_base.py

@@ -1,0 +1,1 @@
+../../../../pytorchjob-distributed/scripts/accelerate/shared/eval_common.py

@@ -1,0 +1,1 @@
+../../../../pytorchjob-distributed/scripts/accelerate/shared/script_core.py

@@ -1,0 +1,117 @@
+"""``mlrecipe compile kfp``: a pipeline file as a Kubeflow Pipelines v2 pipeline, one task per step.
+
+kfp is imported only by this command. Where the running environment lacks it (in a checkout, ``.venv``: kfp pins
+an older kubernetes client), the command runs again in ``$MLRECIPE_KFP_PYTHON`` or the checkout's ``.venv-kfp``
+(``make kfp-env``); without either it says how to install kfp.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+KFP_PYTHON_VAR = "MLRECIPE_KFP_PYTHON"  #: an interpreter with mlrecipe[kfp], used when this one lacks kfp
+_AGAIN_VAR = "MLRECIPE_KFP_AGAIN"  #: set in the re-run, so that it never runs the command again itself
+INSTALL_HINT = ("mlrecipe compile kfp needs the kfp SDK: pip install 'mlrecipe[kfp]' (in a checkout: make kfp-env, "
+                "which the CLI then uses)")
+
+compile_app = typer.Typer(
+    name="compile",
+    help="Compile a pipeline for Kubeflow Pipelines v2 (compile kfp).",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def _kfp_python() -> str | None:
+    """An interpreter that has kfp, when this one has not: ``$MLRECIPE_KFP_PYTHON``, else the checkout's
+    ``.venv-kfp``; None in a re-run or when there is none."""
+    if os.environ.get(_AGAIN_VAR):
+        return None
+    named = os.environ.get(KFP_PYTHON_VAR)
+    if named:
+        return named if Path(named).is_file() else None
+    import mlrecipe
+
+    checkout = Path(mlrecipe.__file__).resolve().parents[2]
+    python = checkout / ".venv-kfp" / "bin" / "python"
+    return str(python) if (checkout / "pyproject.toml").is_file() and python.is_file() else None
+
+
+def _run_elsewhere(python: str, pipeline: Path, output: Path, image: str | None, sets: list[str]) -> int:
+    argv = [python, "-m", "mlrecipe", "compile", "kfp", str(pipeline), "--output", str(output)]
+    argv += ["--image", image] if image else []
+    for expr in sets:
+        argv += ["--set", expr]
+    return subprocess.run(argv, env={**os.environ, _AGAIN_VAR: "1"}, check=False).returncode
+
+
+def _compile(pipeline: Path, output: Path, image: str | None, sets: list[str]) -> int:
+    from mlrecipe.cli.lifecycle import skip_pydantic_plugins
+    from mlrecipe.cli.output import print_error
+    from mlrecipe.errors import MlrecipeError, SpecError
+    from mlrecipe.kfp.compiler import DEFAULT_BACKEND, DEFAULT_IMAGE, compile_pipeline
+    from mlrecipe.kfp.tasks import plan_pipeline
+    from mlrecipe.spec.load import is_pipeline_file, load_pipeline
+
+    skip_pydantic_plugins()
+    try:
+        if not is_pipeline_file(pipeline):
+            raise SpecError.single(str(pipeline), "not a pipeline (no 'steps'): compile kfp takes a pipeline file; "
+                                   "for one recipe write a pipeline with one step", 1)
+        plan = plan_pipeline(load_pipeline(pipeline, sets))
+        compile_pipeline(plan, output, image or DEFAULT_IMAGE)
+    except MlrecipeError as exc:
+        return print_error(exc)
+    print(f"wrote {output}: pipeline {plan.release}, {len(plan.tasks)} tasks "
+          f"({', '.join(t.name for t in plan.tasks)}), image {image or DEFAULT_IMAGE}, "
+          f"parameter backend (default {DEFAULT_BACKEND})")
+    if plan.secret_keys:
+        literals = " ".join(f"--from-literal={key}=..." for key in plan.secret_keys)
+        print(f"credentials are not in it: before a run, create Secret {plan.secret_name} in the run's namespace:\n"
+              f"  kubectl create secret generic {plan.secret_name} {literals}")
+    return 0
+
+
+@compile_app.command("kfp")
+def kfp(
+    pipeline: Annotated[Path, typer.Argument(help="Pipeline file (release, namespace, steps)")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the KFP pipeline YAML")],
+    image: Annotated[
+        str | None, typer.Option("--image", help="Image of every task: mlrecipe[kfp,kubernetes] installed "
+                                 "(default: mlrecipe:VERSION)")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a value of one step: STEP.key=value (Helm syntax)")
+    ] = None,
+) -> None:
+    """Write a Kubeflow Pipelines v2 pipeline: one task per step, each running 'mlrecipe install' of its step.
+
+    Tasks wait for the steps in depends_on (file order without it; matrix steps expanded), retry
+    backoff_limit times, mount the recipe's pvc claims, and take credential-like env values (HF_TOKEN,
+    ..._SECRET_...) from the Secret RELEASE-credentials, never from the file or a parameter. A failed step
+    fails its task and the run. Parameters: backend (default kubernetes; local runs each step inside its
+    task's pod) and backend_opts (mlrecipe install -B, Helm --set syntax).
+
+    Example: mlrecipe compile kfp pipeline.yaml -o pipeline-kfp.yaml --image registry/mlrecipe:0.1.0
+    """
+    sets = list(set_ or [])
+    if importlib.util.find_spec("kfp") is None:
+        python = _kfp_python()
+        if python is None:
+            from mlrecipe.cli.output import fail
+
+            raise typer.Exit(fail(INSTALL_HINT))
+        raise typer.Exit(_run_elsewhere(python, pipeline, output, image, sets))
+    raise typer.Exit(_compile(pipeline, output, image, sets))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``compile`` command group to the ``mlrecipe`` app."""
+    app.add_typer(compile_app, name="compile")

@@ -1,0 +1,76 @@
+"""The table printed at the end of a run with matrix steps: every combination with the metrics it reported."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, TextIO
+
+from mlrecipe.runner.sweep import SweepTable
+
+if TYPE_CHECKING:
+    from mlrecipe.runner.release import ReleaseRunner
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def render(table: SweepTable, stream: TextIO | None = None) -> None:
+    """Print one matrix step's combinations as a rich table (plain characters when not on a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if table.rank_by is None:
+        title = f"sweep {table.step}: {len(table.rows)} combination(s)"
+    elif table.ranked:
+        title = f"sweep {table.step}: best first by {table.rank_by} ({table.goal})"
+    else:
+        title = f"sweep {table.step}: no combination reported {table.rank_by}, so none is ranked"
+    out = Table(title=title, title_justify="left", header_style="bold")
+    out.add_column("#", justify="right")
+    out.add_column("step", no_wrap=True)
+    for key in table.keys:
+        out.add_column(key)
+    for name in table.metric_names:
+        out.add_column(name, justify="right")
+    out.add_column("state")
+    for position, row in enumerate(table.rows, 1):
+        shown = str(position) if table.ranked and table.rank_by in row.metrics else "-"
+        out.add_row(shown, row.step, *(_cell(row.combination.get(k)) for k in table.keys),
+                    *(_cell(row.metrics[m]) if m in row.metrics else "-" for m in table.metric_names), row.state)
+    console = Console(file=stream, highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # a log file or a pipe: whole values rather than a table cut to 80 columns
+        console = Console(file=stream, highlight=False, soft_wrap=False, width=200)
+    console.print(out)
+
+
+def tables(runner: ReleaseRunner) -> list[SweepTable]:
+    """The sweep tables of ``runner``'s release after a run (none without a matrix step)."""
+    if not any(step.matrix is not None for step in runner.spec.steps):
+        return []
+    from mlrecipe.runner.state import load_record
+    from mlrecipe.runner.sweep import sweep_tables
+
+    ctx = runner.context
+    record = load_record(runner.backend.name, ctx.namespace, ctx.release)
+    return sweep_tables(runner.spec, runner.backend, ctx, record)
+
+
+def as_json(table: SweepTable) -> dict[str, Any]:
+    """One table for ``-o json``: the ranking and the rows best first, each with its ``rank`` (None: unranked)."""
+    rows = []
+    for position, row in enumerate(table.rows, 1):
+        ranked = table.ranked and table.rank_by in row.metrics
+        rows.append({"rank": position if ranked else None, "step": row.step, "state": row.state,
+                     "matrix": row.combination, "metrics": row.metrics})
+    return {"step": table.step, "keys": table.keys, "rank_by": table.rank_by, "goal": table.goal, "rows": rows}
+
+
+def print_sweeps(runner: ReleaseRunner) -> None:
+    """After a run: one table per matrix step of ``runner``'s release (nothing without a matrix)."""
+    for table in tables(runner):
+        render(table)

@@ -1,0 +1,80 @@
+"""The inputs a release records for ``resume``, without the credentials given on the command line.
+
+A ``--set`` that carries a credential (the value of an environment variable whose name looks like one, e.g.
+``--set train.env[0].value=hf_...`` for ``HF_TOKEN``, or a value under a key such as ``hf_token``) is recorded with
+the credential replaced by ``${NAME}``; ``resume`` takes it back from the environment variable ``NAME`` and stops
+with exit 2, saying what to export, when that variable is not set. Nothing else changes: recipe files are
+recorded by path, and the other ``--set`` expressions as given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from mlrecipe.errors import UserError
+from mlrecipe.secrets import is_secret_name
+from mlrecipe.spec.load import ReleaseSpec
+
+SECRETS_KEY = "secret_sets"  #: in the recorded inputs: [{"index": i, "env": NAME}, ...]
+
+
+def _secret_values(node: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """(variable name, value) of every credential in a step's values: env entries and credential-named keys."""
+    if isinstance(node, dict):
+        name = node.get("name")
+        if isinstance(name, str) and is_secret_name(name) and isinstance(node.get("value"), str) and node["value"]:
+            yield name, node["value"]
+        for k, v in node.items():
+            if isinstance(v, str) and v and k not in ("name", "value") and is_secret_name(str(k)):
+                yield re.sub(r"\W", "_", str(k)).upper(), v
+            elif isinstance(v, dict | list):
+                yield from _secret_values(v, str(k))
+    elif isinstance(node, list):
+        for item in node:
+            yield from _secret_values(item, key)
+
+
+def credentials(spec: ReleaseSpec) -> dict[str, str]:
+    """Credential value -> the environment variable that gives it back on ``resume``, over every step."""
+    found: dict[str, str] = {}
+    for step in spec.steps:
+        for name, value in _secret_values(step.values):
+            found.setdefault(value, name)
+    return found
+
+
+def redact(inputs: dict[str, Any], spec: ReleaseSpec) -> dict[str, Any]:
+    """``inputs`` as they may be written to disk: each credential in a ``--set`` replaced by ``${NAME}``."""
+    secrets = credentials(spec)
+    sets: list[str] = []
+    marks: list[dict[str, Any]] = []
+    for index, expr in enumerate(inputs.get("sets") or []):
+        key, sep, value = expr.partition("=")
+        for secret, name in secrets.items():
+            if sep and secret in value:
+                value = value.replace(secret, "${" + name + "}")
+                marks.append({"index": index, "env": name})
+        sets.append(f"{key}{sep}{value}")
+    if not marks:
+        return {k: v for k, v in inputs.items() if k != SECRETS_KEY}
+    return {**inputs, "sets": sets, SECRETS_KEY: marks}
+
+
+def restore(inputs: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+    """Recorded ``inputs`` with their credentials taken back from ``environ`` (for ``resume``).
+
+    Raises :class:`UserError` (exit 2) naming the variables to export when some are not set.
+    """
+    marks = inputs.get(SECRETS_KEY) or []
+    missing = sorted({m["env"] for m in marks if m["env"] not in environ})
+    if missing:
+        raise UserError(f"this release was started with credentials in --set, which are not kept on disk: export "
+                        f"{', '.join(missing)} with the same value{'s' if len(missing) > 1 else ''} and run "
+                        "resume again")
+    sets = list(inputs.get("sets") or [])
+    for mark in marks:
+        key, sep, value = sets[mark["index"]].partition("=")
+        sets[mark["index"]] = f"{key}{sep}{value.replace('${' + mark['env'] + '}', environ[mark['env']])}"
+    return {**{k: v for k, v in inputs.items() if k != SECRETS_KEY}, "sets": sets}

@@ -1,0 +1,144 @@
+"""The rayserve chart's ``openai_api.py`` (``framework: vllm-<version>``) on the local backend, reference style.
+
+A reference-style recipe: ``import_path: openai_api:deployment`` with ``PYTHONPATH=/etc/framework-scripts`` and
+``ENGINE_CONFIG`` in the application's ``runtime_env``, the ``VLLMDeployment`` override block, ``engine.config``
+holding vLLM's engine arguments, a tiny model built here. Real Ray Serve, real vLLM (CPU build), the official
+``openai`` client; an engine argument vLLM does not know stops the install with a message that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.conftest import EXAMPLES, REPO
+from tests.integration.helpers import release_processes
+from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, run_cli, write
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not has_serve_env("ray, vllm"),
+                       reason=f"no serving environment with Ray Serve and vLLM at {SERVE_ENV} (run 'make serve-env')"),
+]
+
+#: The reference's chart default, and the vLLM the serving environment has.
+FRAMEWORKS = ["vllm-0.19.0", "vllm-0.32.0"]
+ENV = {"MLRECIPE_IMAGES": f"{RAY_IMAGE}={SERVE_ENV}"}
+
+
+def framework_recipe(model: Path, framework: str, **engine: object) -> str:
+    """A serving/rayserve recipe in the reference's form that loads ``openai_api`` from /etc/framework-scripts."""
+    config = {"served_model_name": "tiny", "model": str(model), "tokenizer": str(model), "max_model_len": 128,
+              "chat_template": str(EXAMPLES / "quickstart" / "chat_template.jinja"), "enable_log_requests": False,
+              "disable_log_stats": True, **engine}
+    return textwrap.dedent(f"""
+        image: {RAY_IMAGE}
+        framework: {framework}
+        ray:
+          version: '2.52.1'
+          serve_config_v2:
+            serveConfigV2: |
+              applications:
+                - name: tiny
+                  import_path: openai_api:deployment
+                  route_prefix: /
+                  runtime_env:
+                    env_vars:
+                      ENGINE_CONFIG: "/etc/engine-config/engine-config.json"
+                      PYTHONPATH: "/etc/framework-scripts"
+                  deployments:
+                    - name: VLLMDeployment
+                      max_ongoing_requests: 32
+                      autoscaling_config: {{min_replicas: 1, max_replicas: 1, target_ongoing_requests: 16}}
+        engine:
+          config: {json.dumps(config)}
+        """)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_framework_openai_api_answers_the_openai_client(framework: str, tiny_model: Path, tmp_path: Path) -> None:
+    home = tmp_path / "mlhome"
+    recipe = write(tmp_path / "rayserve.yaml", framework_recipe(tiny_model, framework))
+    dry = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), "--dry-run", env=ENV)
+    assert dry.returncode == 0, dry.stderr
+    assert f"scripts/{framework}" in dry.stdout and "/etc/framework-scripts" in dry.stdout
+    try:
+        result = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), env=ENV, timeout=600)
+        assert result.returncode == 0, result.stdout + result.stderr
+        state = json.loads((home / "releases" / "local" / "default" / "rs" / "state.json").read_text())
+        client = openai.OpenAI(base_url=state["steps"]["rayserve"]["url"] + "/v1", api_key="unused", max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["tiny"]
+
+        out = client.completions.create(model="tiny", prompt="The list", max_tokens=8, temperature=0,
+                                        extra_body={"ignore_eos": True})
+        assert out.usage.completion_tokens == 8 and out.choices[0].text
+        chat = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hello"}],
+                                              max_tokens=5, extra_body={"ignore_eos": True})
+        assert chat.choices[0].message.role == "assistant" and chat.usage.completion_tokens == 5
+        pieces = [c.choices[0].text for c in client.completions.create(
+            model="tiny", prompt="a", max_tokens=6, stream=True, extra_body={"ignore_eos": True})]
+        assert len(pieces) >= 2 and "".join(pieces)
+        deltas = [c.choices[0].delta.content for c in client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=6, stream=True,
+            extra_body={"ignore_eos": True}) if c.choices]
+        assert len([d for d in deltas if d]) >= 2
+
+        with pytest.raises(openai.BadRequestError):
+            client.completions.create(model="tiny", prompt="a", max_tokens=-1)
+        with pytest.raises(openai.NotFoundError):
+            client.completions.create(model="no-such-model", prompt="a", max_tokens=2)
+        logs = run_cli(home, "logs", "rs").stdout
+        assert "openai_api (/etc/framework-scripts/openai_api.py): vLLM " in logs, logs[-3000:]
+    finally:
+        down = run_cli(home, "uninstall", "rs")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert release_processes("rs", home) == []
+
+
+def test_unknown_engine_argument_stops_the_install_naming_it(tiny_model: Path, tmp_path: Path) -> None:
+    home = tmp_path / "mlhome"
+    recipe = write(tmp_path / "rayserve.yaml", framework_recipe(tiny_model, FRAMEWORKS[-1], max_num_seq=4))
+    try:
+        result = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), env=ENV, timeout=600)
+        shown = result.stdout + result.stderr + run_cli(home, "logs", "rs").stdout
+    finally:
+        run_cli(home, "uninstall", "rs")
+    assert result.returncode != 0, shown
+    assert "not an engine argument of vLLM" in shown and "max_num_seq (did you mean max_num_seqs?)" in shown, shown
+    assert release_processes("rs", home) == []
+
+
+IMPORT_WITHOUT_MLRECIPE = """
+import importlib.util, sys
+sys.modules["mlrecipe"] = None  # as on an image without mlrecipe: importing it raises ImportError
+spec = importlib.util.spec_from_file_location("openai_api", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+try:
+    spec.loader.exec_module(module)
+except ValueError as exc:
+    print("REJECTED", exc)
+else:
+    app = object()
+    print("GATEWAY", module.with_gateway(app) is not app, type(module.deployment).__name__)
+"""
+
+
+@pytest.mark.parametrize(("engine", "expected"), [
+    ({}, "GATEWAY False Application"),
+    ({"enable_prefix_caching": "no"}, "REJECTED ENGINE_CONFIG="),
+])
+def test_the_chart_script_imports_without_mlrecipe(engine: dict, expected: str, tmp_path: Path) -> None:
+    script = REPO / "charts" / "machine-learning" / "serving" / "rayserve" / "scripts" / FRAMEWORKS[0] / "openai_api.py"
+    config = tmp_path / "engine-config.json"
+    config.write_text(json.dumps({"served_model_name": "tiny", "model": str(tmp_path), **engine}))
+    env = {**os.environ, "ENGINE_CONFIG": str(config), "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run([str(SERVE_ENV / "bin" / "python"), "-c", IMPORT_WITHOUT_MLRECIPE, str(script)], env=env,
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1].startswith(expected), out.stdout

@@ -1,0 +1,36 @@
+"""Plans of a reference-style ``serving/rayserve`` recipe with ``framework: vllm-<version>`` on the host backends:
+the local and the Slurm step both get the chart's ``openai_api.py`` bound at /etc/framework-scripts, beside the
+engine configuration at /etc/engine-config, and deploy the recipe's Serve config as written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mlrecipe.backends.registry import get_backend
+from mlrecipe.runner.progress import QuietDisplay
+from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
+from tests.conftest import REPO
+from tests.serve.test_rayserve_framework import FRAMEWORKS, framework_recipe
+
+SCRIPTS = REPO / "charts" / "machine-learning" / "serving" / "rayserve" / "scripts"
+
+
+@pytest.mark.parametrize("backend", ["local", "slurm"])
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_host_plans_bind_the_chart_script(backend: str, framework: str, mlhome: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    recipe = tmp_path / "rayserve.yaml"
+    recipe.write_text(framework_recipe(tmp_path / "model", framework))
+    inputs = {"kind": "install", "release": "rs", "chart": "serving/rayserve", "files": [str(recipe)], "sets": [],
+              "namespace": "default"}
+    options = {"master_port": 29500} if backend == "slurm" else {}
+    plan = ReleaseRunner(spec_from_inputs(inputs), get_backend(backend, options), inputs, QuietDisplay()).materialize()
+    assert f"framework scripts: 1 file(s) of {SCRIPTS / framework} copied to " in plan
+    assert "/etc/framework-scripts" in plan.split(f"{SCRIPTS / framework} copied to ", 1)[1].splitlines()[0]
+    assert "/etc/engine-config" in plan and "mlrecipe.serve.rayserve" in plan
+    assert "import_path: openai_api:deployment" in plan and "PYTHONPATH: /etc/framework-scripts" in plan
+    assert not (mlhome / "releases").exists(), "materializing a plan writes nothing"
