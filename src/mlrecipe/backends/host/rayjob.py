@@ -2,10 +2,11 @@
 
 On a cluster KubeRay starts a head pod and ``resources.nnodes`` worker pods, then runs the entrypoint (the step
 runtime) on the head. Here :mod:`mlrecipe.runtime.ray_cluster` starts the same nodes as Ray nodes on this host
-(head: ``ray.resources``; each worker: the recipe's per-node ``resources``), runs the step runtime as the driver
-with ``RAY_ADDRESS`` set, and stops every Ray process when it ends, fails or is cancelled. It runs as the first
-process of its own PID namespace, so that when it dies, even by SIGKILL, the kernel ends every process Ray started
-(Ray's agents rename themselves and outlive their raylet otherwise).
+(head: ``ray.resources``, with Ray's dashboard on 127.0.0.1; each worker: the recipe's per-node ``resources``),
+submits the step runtime to the head as a Ray job through the Ray Jobs API, as KubeRay does (as the driver with
+``RAY_ADDRESS`` set where Ray lacks ``ray[default]``), and stops every Ray process when it ends, fails or is
+cancelled. It runs as the first process of its own PID namespace, so that when it dies, even by SIGKILL, the kernel
+ends every process Ray started (Ray's agents rename themselves and outlive their raylet otherwise).
 """
 
 from __future__ import annotations
@@ -66,19 +67,20 @@ def pid_namespace() -> list[str]:
 
 
 def launch(step: StepSpec, step_dir: Path) -> HostLaunch:
-    """The cluster file and the wrapper that runs the step runtime as the driver of a local Ray cluster."""
+    """The cluster file and the wrapper that runs the step runtime as a Ray job of a local Ray cluster."""
     spec = cluster_spec(step)
     path = step_dir / "ray" / "cluster.json"
     worker = spec["workers"][0]
     note = (f"step {step.name} runs as a Ray job on a Ray cluster on this machine: a head ({spec['head']['num_cpus']}"
             f" CPU) and {worker['replicas']} node(s) in group {worker['group']} ({worker['num_cpus']} CPU, "
-            f"{worker['num_gpus']} GPU each); the recipe's command is the driver (RAY_ADDRESS is set)")
+            f"{worker['num_gpus']} GPU each); the recipe's command is submitted to it as a Ray job (the Ray Jobs API "
+            "of a dashboard on 127.0.0.1), or runs as its driver (RAY_ADDRESS set) where Ray lacks ray[default]")
     return HostLaunch(files={path: json.dumps(spec, indent=2)}, wrapper=wrapper(RAY_CLUSTER_PATH, path),
                       notes=[note])
 
 
 def wrapper(program: Path, spec: Path) -> list[str]:
-    """The argv prefix that runs the step runtime as the driver of the cluster ``spec`` describes."""
+    """The argv prefix that runs the step runtime as a Ray job of the cluster ``spec`` describes."""
     return [*pid_namespace(), "python3", str(program), str(spec), "--"]
 
 
