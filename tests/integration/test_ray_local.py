@@ -12,11 +12,10 @@ import signal
 import subprocess
 from pathlib import Path
 
-import psutil
 import pytest
 
 from mlrecipe.backends.host.images import serving_environment
-from tests.integration.helpers import cli, release_tree, state, still_alive, wait_for
+from tests.integration.helpers import cli, ray_processes, release_tree, state, still_alive, wait_for
 
 pytestmark = pytest.mark.integration
 JOB = Path(__file__).resolve().parent / "assets" / "ray_job.py"
@@ -41,18 +40,6 @@ resources:
 
 def _report(home: Path, release: str) -> dict:
     return json.loads((home / "volumes" / "pv-efs" / "home" / release / "report.json").read_text())
-
-
-def _ray_processes(home: Path) -> list[str]:
-    """Ray's daemons started for releases under ``home`` (they inherit the step's environment)."""
-    found = []
-    for proc in psutil.process_iter(["pid", "name"]):
-        try:
-            if proc.info["name"] in ("raylet", "gcs_server") and proc.environ().get("MLRECIPE_HOME") == str(home):
-                found.append(f"{proc.pid} {proc.info['name']}")
-        except psutil.Error:
-            continue
-    return found
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +69,7 @@ def test_ray_data_job_spreads_over_the_worker_nodes(mlhome: Path, tmp_path: Path
     assert report["sum_of_squares"] == sum(i * i for i in range(1000))
     log = cli(mlhome, "logs", "rd").stdout
     assert "Ray cluster at" in log and "Ray cluster stopped" in log
-    assert _ray_processes(mlhome) == []
+    assert ray_processes(mlhome) == []
 
 
 def test_the_command_is_submitted_as_a_ray_job(mlhome: Path, tmp_path: Path) -> None:
@@ -100,7 +87,7 @@ def test_the_command_is_submitted_as_a_ray_job(mlhome: Path, tmp_path: Path) -> 
     assert f"Ray job rj-ray-data-process SUCCEEDED (driver's job id {report['job_id']}, entrypoint exit code 0)" in log
     assert "report {" in log and log.index("submitted") < log.index("report {") < log.index("SUCCEEDED")
     assert "Ray cluster stopped" in log
-    assert _ray_processes(mlhome) == []
+    assert ray_processes(mlhome) == []
 
 
 def test_a_failing_ray_job_fails_the_step_with_its_exit_code(mlhome: Path, tmp_path: Path) -> None:
@@ -111,7 +98,7 @@ def test_a_failing_ray_job_fails_the_step_with_its_exit_code(mlhome: Path, tmp_p
     assert done.returncode != 0, done.stdout[-2000:]
     assert re.search(r"Ray job rf-ray-data-process FAILED \(driver's job id \w+, entrypoint exit code 3\)", log), log
     assert state(mlhome, "rf")["steps"]["ray-data-process"]["exit_code"] == 3
-    assert _ray_processes(mlhome) == []
+    assert ray_processes(mlhome) == []
 
 
 @pytest.mark.slow
@@ -121,7 +108,7 @@ def test_ray_train_job_learns_with_two_workers(mlhome: Path, tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout[-3000:]
     report = _report(mlhome, "rt")
     assert report["world_size"] == 2 and report["last_loss"] < report["first_loss"] / 100, report
-    assert _ray_processes(mlhome) == []
+    assert ray_processes(mlhome) == []
 
 
 @pytest.mark.parametrize(("image", "how"), [
@@ -142,7 +129,7 @@ def test_no_ray_process_outlives_a_stopped_job(mlhome: Path, tmp_path: Path, ima
         log = mlhome / "volumes" / "pv-efs" / "home" / "stuck" / "logs" / "ray-data-process" / "node-0.log"
         wait_for(lambda: log.exists() and "driver up" in log.read_text(), 180, "the driver to connect")
         tree = release_tree("stuck", mlhome)
-        assert len(_ray_processes(mlhome)) == 4, "gcs_server and a raylet per node"
+        assert len(ray_processes(mlhome)) == 4, "gcs_server and a raylet per node"
         if image == RAY_IMAGE:
             assert "Ray job stuck-ray-data-process submitted" in cli(mlhome, "logs", "stuck").stdout
         (owner,) = [p for p in tree if "ray_cluster.py" in " ".join(p.cmdline()) and p.name() != "unshare"]
@@ -151,9 +138,9 @@ def test_no_ray_process_outlives_a_stopped_job(mlhome: Path, tmp_path: Path, ima
         else:
             owner.send_signal(signal.SIGKILL if how.startswith("kill -9") else signal.SIGTERM)
         try:
-            wait_for(lambda: not still_alive(tree) and not _ray_processes(mlhome), 60, "every Ray process to end")
+            wait_for(lambda: not still_alive(tree) and not ray_processes(mlhome), 60, "every Ray process to end")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}: {still_alive(tree)} {_ray_processes(mlhome)}") from None
+            raise AssertionError(f"{exc}: {still_alive(tree)} {ray_processes(mlhome)}") from None
         if how.startswith("SIGTERM"):  # the Jobs API stopped the job: its driver got SIGTERM, then the cluster went
             out = cli(mlhome, "logs", "stuck").stdout
             assert "driver stopped" in log.read_text()
