@@ -20,7 +20,7 @@ from mlrecipe.spec.load import ReleaseSpec
 SECRETS_KEY = "secret_sets"  #: in the recorded inputs: [{"index": i, "env": NAME}, ...]
 
 
-def _secret_values(node: Any, key: str = "") -> Iterator[tuple[str, str]]:
+def _secret_values(node: Any) -> Iterator[tuple[str, str]]:
     """(variable name, value) of every credential in a step's values: env entries and credential-named keys."""
     if isinstance(node, dict):
         name = node.get("name")
@@ -30,10 +30,10 @@ def _secret_values(node: Any, key: str = "") -> Iterator[tuple[str, str]]:
             if isinstance(v, str) and v and k not in ("name", "value") and is_secret_name(str(k)):
                 yield re.sub(r"\W", "_", str(k)).upper(), v
             elif isinstance(v, dict | list):
-                yield from _secret_values(v, str(k))
+                yield from _secret_values(v)
     elif isinstance(node, list):
         for item in node:
-            yield from _secret_values(item, key)
+            yield from _secret_values(item)
 
 
 def credentials(spec: ReleaseSpec) -> dict[str, str]:

@@ -29,12 +29,14 @@ def parse_sets(expressions: list[str]) -> dict[str, Any]:
         return {}
     from helm_python import HelmError, parse_set_string
 
+    try:
+        return parse_set_string(",".join(expressions))
+    except HelmError:
+        pass
     issues: list[SpecIssue] = []
-    for expr in expressions:
+    for expr in expressions:  # which ones Helm refuses, each with its own message
         try:
             parse_set_string(expr)
         except HelmError as exc:
             issues.append(SpecIssue("--set", None, expr, f"cannot parse: {exc}"))
-    if issues:
-        raise SpecError(issues)
-    return parse_set_string(",".join(expressions))
+    raise SpecError(issues or [SpecIssue("--set", None, " ".join(expressions), "cannot parse")])
