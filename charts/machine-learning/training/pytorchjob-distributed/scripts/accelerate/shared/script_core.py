@@ -31,7 +31,16 @@ def run_main(main: Callable[[], int | None]) -> None:
         sys.stdout.flush()
         print(f"error: {exc}", file=sys.stderr, flush=True)
         sys.exit(1)
+    release_process_group()
     sys.exit(code or 0)
+
+
+def release_process_group() -> None:
+    """Destroy this process's ``torch.distributed`` group, if it has one, before it exits: left to the interpreter's
+    teardown, a rank may abort there ("terminate called without an active exception") after a successful run."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def short_error(exc: BaseException) -> str:
