@@ -2,9 +2,10 @@
 
 The contract (standard library only, so scripts may copy it instead of importing mlrecipe): one JSON object
 per line, ``{"time": <unix seconds>, "step": <int>, "total": <int>, "metrics": {"loss": 4.2, ...}}``, every
-field optional but ``time``. The runtime sets the variable on the local and Slurm backends (a file in the
-step's state directory); ``mlrecipe``'s live display and ``status`` show step / total, rate, ETA and the
-latest metrics. :func:`report` writes one line (rank 0 only); the Hugging Face and Lightning callbacks in
+field optional but ``time``. Every backend sets the variable: on the local and Slurm backends a file in the
+step's state directory, on Kubernetes a file on the step's shared volume whose tail the backend copies there
+from a running pod; ``mlrecipe``'s live display and ``status`` show step / total, rate, ETA and the latest
+metrics. :func:`report` writes one line (rank 0 only); the Hugging Face and Lightning callbacks in
 :mod:`mlrecipe.integrations` call it.
 """
 
@@ -20,6 +21,8 @@ from typing import Any
 
 METRICS_VAR = "MLRECIPE_METRICS_FILE"
 METRICS_FILE = "metrics.jsonl"
+#: The fields of a progress line and of what mlrecipe derives from them: not metric names.
+PROGRESS_FIELDS = ("time", "step", "total", "rate", "eta", "updated")
 _TAIL_BYTES = 64 * 1024
 
 

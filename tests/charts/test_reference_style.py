@@ -4,7 +4,9 @@ What users of the reference rely on: "valid" means "renders" (an empty ``image:`
 line, saying what to set), the reference's object names for a one-step install (``kubectl logs -f
 pytorchjob-REL-worker-0``) with unique names per pipeline step, the release keys as labels and annotations
 (Kubeflow Pipelines' helm component finds pods and Services by the annotations), the HyperPod overlay's job
-auto-resume annotations, Ray Serve's engine defaults, and data preparation done in ``pre_script`` alone.
+auto-resume annotations, Ray Serve's engine defaults, data preparation done in ``pre_script`` alone, the
+reference's images planned in the environments ``make`` created (no variable), and the Mask R-CNN tutorial's
+charts from their legacy keys (Horovod over an MPIJob; Jupyter and TensorBoard behind TLS and a password).
 """
 
 from __future__ import annotations
@@ -190,3 +192,74 @@ def test_rayserve_engine_config_gets_the_reference_defaults_under_the_recipe() -
     assert config["disable_log_stats"] is True, "the reference chart's default"
     assert config["enable_log_requests"] is True, "the recipe's own value wins over the default (false)"
     assert config["tensor_parallel_size"] == 8
+
+
+# -- 4. images the project knows run in the environments make created -------------------------------------------
+
+def test_a_reference_ray_image_plans_in_the_serving_environment_with_no_variable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if not (REPO / ".venv-vllm" / "bin" / "python").exists():
+        pytest.skip("no .venv-vllm beside the project's .venv (make serve-env creates it)")
+    monkeypatch.delenv("MLRECIPE_IMAGES", raising=False)
+    text = plan("serving/rayserve", "rayserve-vllm.yaml", backend="local").materialize()
+    assert f"image rayproject/ray:2.52.1-py311-gpu runs in the local environment {REPO}/.venv-vllm" in text
+    assert f"VIRTUAL_ENV={REPO}/.venv-vllm" in text
+
+
+# -- 5. the Mask R-CNN tutorial's charts -------------------------------------------------------------------------
+
+def test_the_legacy_horovod_keys_shape_the_mpijob() -> None:
+    objs = objects("training/mpijob-horovod-tensorflow-gpu", "horovod-maskrcnn.yaml")
+    job = by_kind(objs, "MPIJob")
+    assert job["metadata"]["name"] == f"mpijob-{RELEASE}"
+    assert job["spec"]["slotsPerWorker"] == 8
+    workers = job["spec"]["mpiReplicaSpecs"]["Worker"]
+    assert workers["replicas"] == 2
+    pod = workers["template"]["spec"]
+    assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "p4d.24xlarge"
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in launcher["env"]}
+    assert {k: env[k] for k in ("HOROVOD_AUTOTUNE", "HOROVOD_LOG_LEVEL", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG",
+                                "TF_DEVICE_MIN_SYS_MEMORY_IN_MB", "TF_ENABLE_AUTO_MIXED_PRECISION")} == {
+        "HOROVOD_AUTOTUNE": "0", "HOROVOD_LOG_LEVEL": "WARNING", "NCCL_SOCKET_IFNAME": "^lo,docker0,veth_def_agent",
+        "NCCL_DEBUG": "WARN", "TF_DEVICE_MIN_SYS_MEMORY_IN_MB": "8192", "TF_ENABLE_AUTO_MIXED_PRECISION": "1"}
+    command = " ".join(launcher["args"] if "args" in launcher else launcher["command"])
+    assert "mpirun -np 16" in command and "-x HOROVOD_AUTOTUNE" in command and "-x NCCL_SOCKET_IFNAME" in command
+
+
+def test_the_legacy_horovod_recipe_validates_and_plans_on_every_backend(mlhome: Path) -> None:
+    recipe = str(ASSETS / "horovod-maskrcnn.yaml")
+    for backend in ("local", "slurm", "kubernetes"):
+        done = mlrecipe(mlhome, "validate", recipe, "--chart", "training/mpijob-horovod-tensorflow-gpu", "-b", backend)
+        assert done.returncode == 0, backend + ": " + done.stdout + done.stderr
+    text = plan("training/mpijob-horovod-tensorflow-gpu", "horovod-maskrcnn.yaml", backend="local").materialize()
+    assert "PET_NNODES=2 " in text and "PET_NPROC_PER_NODE=8 " in text and "LOG_DIR=/fsx/bert/train_log" in text
+
+
+def test_the_maskrcnn_jupyter_keys_shape_the_testing_chart() -> None:
+    objs = objects("testing/jupyter", "jupyter-tensorboard.yaml")
+    service, deployment = by_kind(objs, "Service"), by_kind(objs, "Deployment")
+    assert service["metadata"]["name"] == deployment["metadata"]["name"] == RELEASE
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.7/32"], "open to global.source_cidr alone"
+    nginx_conf = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == f"{RELEASE}-nginx")
+    conf = "\n".join(nginx_conf["data"].values())
+    assert "allow 203.0.113.7/32;" in conf and "deny all;" in conf and "ssl_certificate" in conf
+    assert "tensorboard:$apr1$0bXpEYTb$" in conf, "the htpasswd hash, as the reference's ConfigMap held it"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "g5.xlarge"
+    containers = {c["name"]: c for c in pod["containers"]}
+    assert {"jupyter", "tensorboard", "nginx"} <= containers.keys()
+    tensorboard = " ".join(containers["tensorboard"].get("command", []) + containers["tensorboard"].get("args", []))
+    assert "/fsx/bert/train_log" in tensorboard and "127.0.0.1" in tensorboard
+    token = next(e for e in containers["jupyter"]["env"] if e["name"] == "JUPYTER_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"] == {"name": f"{RELEASE}-jupyter-token", "key": "token",
+                                                  "optional": True}, "the token comes from a Secret, never a value"
+    assert not any(o["kind"] == "Secret" for o in objs), "no Secret with a credential is rendered"
+
+
+def test_the_testing_chart_plans_locally_on_127_0_0_1_without_credentials() -> None:
+    text = plan("testing/jupyter", "jupyter-tensorboard.yaml", backend="local").materialize()
+    assert "MLRECIPE_SERVER_HOST=127.0.0.1" in text
+    assert "correct horse" not in text and "JUPYTER_TOKEN=" not in text

@@ -70,3 +70,9 @@ def test_a_sweep_runs_every_combination_and_ranks_them(mlhome: Path, tmp_path: P
     assert [(r["rank"], r["step"], r["matrix"], r["metrics"]) for r in sweep["rows"]] == [
         (1, "train-nnodes-2", {"resources.nnodes": 2}, {"eval_loss": 0.5}),
         (2, "train-nnodes-1", {"resources.nnodes": 1}, {"eval_loss": 1.0})]
+    pipeline.write_text(PIPELINE.format(script=tmp_path / "work.py").replace("rank_by: eval_loss", "rank_by: eval_los"))
+    typo = subprocess.run([str(BIN / "mlrecipe"), "run", str(pipeline)], capture_output=True, text=True,
+                          env=cli_env(mlhome), timeout=180)  # the steps are unchanged: skipped, then the table
+    assert typo.returncode == 2, typo.stdout + typo.stderr
+    assert (f"error: {pipeline}:2: sweep.rank_by: unknown metric 'eval_los': no combination of step train reported "
+            "it (they reported eval_loss)") in typo.stderr

@@ -12,9 +12,11 @@ class FakeCluster(KubeClient):
     """Answers with the objects the test sets and records every action as ``(verb, name)``."""
 
     def __init__(self, workload: Callable[[], dict[str, Any] | None], pods: Callable[[], list[dict[str, Any]]],
-                 logs: Callable[[str], str] = lambda name: "", context: str = "test-context") -> None:
+                 logs: Callable[[str], str] = lambda name: "", context: str = "test-context",
+                 files: dict[str, str] | None = None) -> None:
         super().__init__(None, context)
         self.workload, self.pods, self.logs = workload, pods, logs
+        self.files = files if files is not None else {}  #: "pod:path" -> the file's text in that pod
         self.calls: list[tuple[str, str]] = []
         self.refuse: Exception | None = None
 
@@ -44,3 +46,7 @@ class FakeCluster(KubeClient):
 
     def pod_log(self, name: str, namespace: str) -> str:
         return self.logs(name)
+
+    def pod_file_tail(self, name: str, namespace: str, path: str, max_bytes: int = 64 * 1024) -> str:
+        self.calls.append(("tail", f"{name}:{path}"))
+        return self.files.get(f"{name}:{path}", "")[-max_bytes:]

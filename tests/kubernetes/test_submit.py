@@ -16,6 +16,7 @@ import yaml
 from mlrecipe.backends.base import StepState
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.errors import ClusterError
+from mlrecipe.metrics import read_progress
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.runner.state import load_record
@@ -103,3 +104,37 @@ def test_credentials_go_to_a_secret_created_before_the_release(mlhome: Path, tmp
         load_record("kubernetes", "default", "raw-ddp").steps[runner.spec.steps[0].name].handle))
     assert fake.calls[-2:] == [("uninstall", "raw-ddp"), ("delete-secret", secret[1])]
 
+
+
+def test_the_pods_report_progress_to_the_shared_volume_and_the_backend_reads_it(mlhome: Path) -> None:
+    runner = _runner(poll_seconds=0.001)
+    backend, ctx, step = runner.backend, runner.context, runner.spec.steps[0]
+    plan = backend.plan(step, ctx)
+    path = "/fsx/.mlrecipe/default/raw-ddp/pytorchjob-distributed/metrics.jsonl"
+    job = next(o for o in plan.objects if o["kind"] == "PyTorchJob")
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        env = {e["name"]: e.get("value") for e in replica["template"]["spec"]["containers"][0]["env"]}
+        assert env["MLRECIPE_METRICS_FILE"] == path, "every pod writes to the step's file on the shared volume"
+    lines = "".join(f'{{"time": {t}, "step": {s}, "total": 100, "metrics": {{"loss": {4 - s / 50}}}}}\n'
+                    for t, s in ((10.0, 10), (20.0, 30)))
+    fake = FakeCluster(lambda: load("pytorchjob-running"), lambda: load("pods-oomkilled")["items"],
+                       files={f"pytorchjob-raw-ddp-master-0:{path}": lines})
+    backend.use_client(fake)
+    running = backend.submit(plan, ctx)
+    assert running.handle.metrics_file == path
+    assert running.poll() is None
+    assert ("tail", f"pytorchjob-raw-ddp-master-0:{path}") in fake.calls, "read in the running pod of rank 0"
+    progress = read_progress(backend.metrics_path(ctx, step.name))
+    assert progress is not None and (progress.step, progress.total) == (30, 100)
+    assert progress.metrics == {"loss": 3.4} and progress.rate == 2.0
+
+
+def test_a_step_without_a_shared_volume_has_no_metrics_file(mlhome: Path, tmp_path: Path) -> None:
+    values = yaml.safe_load((EXAMPLES / "reference-style" / "pretrain-ddp.yaml").read_text())
+    values["pvc"] = []
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(values))
+    inputs = {**INPUTS, "files": [str(recipe)]}
+    runner = ReleaseRunner(spec_from_inputs(inputs), get_backend("kubernetes"), inputs, QuietDisplay())
+    plan = runner.backend.plan(runner.spec.steps[0], runner.context)
+    assert plan.metrics_file is None and "name: \"MLRECIPE_METRICS_FILE\"" not in plan.manifest_text

@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from tests.conftest import REPO
 from tests.integration.helpers import release_processes, release_tree, still_alive
 from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe, run_cli, write
 
@@ -25,9 +26,12 @@ def test_rayserve_recipe_serves_openai_api_and_uninstalls(tiny_model: Path, tmp_
         pytest.skip(f"no serving environment with Ray Serve and vLLM at {SERVE_ENV} (run 'make serve-env')")
     home = tmp_path / "mlhome"
     recipe = write(tmp_path / "rayserve.yaml", rayserve_recipe(tiny_model))
-    env = {"MLRECIPE_IMAGES": f"{RAY_IMAGE}={SERVE_ENV}"}
+    # The README's set-up and no variable: the reference's Ray image runs in .venv-vllm, found beside .venv.
+    default_env = SERVE_ENV == REPO / ".venv-vllm"
+    env = {"MLRECIPE_IMAGES": "" if default_env else f"{RAY_IMAGE}={SERVE_ENV}"}
     dry = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
+    assert f"runs in the local environment {SERVE_ENV}" in dry.stdout
     assert "mlrecipe.serve.rayserve" in dry.stdout and "engine-config.json" in dry.stdout
     tree = set()
     try:

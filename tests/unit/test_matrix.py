@@ -16,8 +16,8 @@ from mlrecipe.cli.app import app
 from mlrecipe.cli.sweep_table import render
 from mlrecipe.errors import SpecError
 from mlrecipe.runner.state import ReleaseRecord, StepRecord
-from mlrecipe.runner.sweep import SweepRow, rank, sweep_tables
-from mlrecipe.spec.load import load_pipeline
+from mlrecipe.runner.sweep import SweepRow, SweepTable, rank, sweep_tables, unreported_rank_metric
+from mlrecipe.spec.load import ReleaseSpec, load_pipeline
 from mlrecipe.spec.matrix import MAX_NAME, key_path
 
 STEP = """\
@@ -217,7 +217,11 @@ steps:
 
 
 def _fake_run(tmp_path: Path, goal: str) -> list:
-    spec = load_pipeline(pipeline(tmp_path, SWEEP.replace("GOAL", goal)))
+    return _fake_run_of(tmp_path, load_pipeline(pipeline(tmp_path, SWEEP.replace("GOAL", goal))))
+
+
+def _fake_run_of(tmp_path: Path, spec: ReleaseSpec) -> list[SweepTable]:
+    """The sweep tables after three combinations succeeded, reporting eval_loss and acc (the third acc only)."""
     backend = get_backend("local", {})
     ctx = ReleaseContext("sw", "default", "local", tmp_path / "state")
     reported = {"train-nnodes-1": {"eval_loss": 0.5}, "train-nnodes-2": {"eval_loss": 0.25, "acc": 0.9},
@@ -257,3 +261,21 @@ def test_rank_keeps_rows_without_the_metric_last_in_order() -> None:
             SweepRow("c", "succeeded", {}, {"m": float("nan")}), SweepRow("d", "succeeded", {}, {"m": 1.0})]
     assert [r.step for r in rank(rows, "m", "min")] == ["d", "b", "a", "c"]
     assert [r.step for r in rank(rows, None, "min")] == ["a", "b", "c", "d"]
+
+
+def test_a_progress_field_is_not_a_metric_to_rank_by(tmp_path: Path) -> None:
+    path = pipeline(tmp_path, SWEEP.replace("eval_loss", "step").replace("GOAL", "min"))
+    (error,) = load_error(path)
+    assert "pipeline.yaml:2: sweep.rank_by: unknown metric 'step': a field of every progress line" in error
+
+
+def test_a_metric_no_combination_reported_is_unknown(tmp_path: Path) -> None:
+    spec = load_pipeline(pipeline(tmp_path, SWEEP.replace("eval_loss", "eval_los").replace("GOAL", "min")))
+    tables = _fake_run_of(tmp_path, spec)
+    message = unreported_rank_metric(spec, tables)
+    assert message == (f"{tmp_path / 'pipeline.yaml'}:2: sweep.rank_by: unknown metric 'eval_los': no combination "
+                       "of step train reported it (they reported acc, eval_loss)")
+    tables[0].rows[0].state = "failed"
+    assert unreported_rank_metric(spec, tables) is None, "a failed combination may be the one that would report it"
+    ranked = load_pipeline(pipeline(tmp_path, SWEEP.replace("GOAL", "min")))
+    assert unreported_rank_metric(ranked, _fake_run_of(tmp_path / "again", ranked)) is None

@@ -75,15 +75,15 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
     if out != "json":
         from mlrecipe.cli.sweep_table import print_sweeps
 
-        print_sweeps(runner)
-    if out == "json":
-        from mlrecipe.cli import sweep_table
+        return print_sweeps(runner, code)
+    from mlrecipe.cli import sweep_table
 
-        record = load_record(impl.name, spec.namespace, spec.release)
-        if record is not None:
-            sweeps = [sweep_table.as_json(t) for t in sweep_table.tables(runner)]
-            emit_json({**summary(record), **({"sweeps": sweeps} if sweeps else {})})
-    return code
+    record = load_record(impl.name, spec.namespace, spec.release)
+    found = sweep_table.tables(runner)
+    if record is not None:
+        sweeps = [sweep_table.as_json(t) for t in found]
+        emit_json({**summary(record), **({"sweeps": sweeps} if sweeps else {})})
+    return sweep_table.check_rank_metric(runner, found, code)
 
 
 def one_record(release: str, namespace: str | None, backend: str | None) -> Any:
@@ -134,7 +134,7 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
     if out != "json":
         from mlrecipe.cli.sweep_table import print_sweeps
 
-        print_sweeps(runner)
+        return print_sweeps(runner, code)
     return code
 
 

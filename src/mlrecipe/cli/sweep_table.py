@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from mlrecipe.errors import ExitCode
 from mlrecipe.runner.sweep import SweepTable
 
 if TYPE_CHECKING:
@@ -70,7 +72,21 @@ def as_json(table: SweepTable) -> dict[str, Any]:
     return {"step": table.step, "keys": table.keys, "rank_by": table.rank_by, "goal": table.goal, "rows": rows}
 
 
-def print_sweeps(runner: ReleaseRunner) -> None:
-    """After a run: one table per matrix step of ``runner``'s release (nothing without a matrix)."""
-    for table in tables(runner):
+def print_sweeps(runner: ReleaseRunner, code: ExitCode) -> ExitCode:
+    """After a run: one table per matrix step of ``runner``'s release (nothing without a matrix); returns the
+    run's exit code, or 2 when every combination succeeded but none reported the metric to rank by."""
+    found = tables(runner)
+    for table in found:
         render(table)
+    return check_rank_metric(runner, found, code)
+
+
+def check_rank_metric(runner: ReleaseRunner, found: list[SweepTable], code: ExitCode) -> ExitCode:
+    """``code``, or :attr:`ExitCode.USAGE` with the error printed when the metric to rank by is unknown."""
+    from mlrecipe.runner.sweep import unreported_rank_metric
+
+    message = unreported_rank_metric(runner.spec, found) if code is ExitCode.OK else None
+    if message is None:
+        return code
+    print(f"error: {message}", file=sys.stderr)
+    return ExitCode.USAGE

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 from mlrecipe.backends.base import StepOutcome, StepState
 from mlrecipe.metrics import Progress
 
 STYLES = {StepState.SUCCEEDED.value: "green", StepState.SERVING.value: "green", StepState.FAILED.value: "red",
-          StepState.RUNNING.value: "cyan", StepState.SKIPPED.value: "dim"}
+          StepState.RUNNING.value: "cyan", StepState.SKIPPED.value: "dim", StepState.PENDING.value: "dim"}
+#: States after which the steps that need a step may start.
+DONE = {StepState.SUCCEEDED.value, StepState.SERVING.value, StepState.SKIPPED.value}
 
 
 def _fmt_elapsed(seconds: float) -> str:
@@ -36,6 +39,10 @@ class Display:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+    def graph(self, steps: Sequence[tuple[str, str]], needs: Mapping[str, frozenset[str]]) -> None:
+        """The release's steps (name, chart) in order and what each waits for, before any starts; plain output
+        prints nothing (each step says when it starts)."""
 
     def step_started(self, name: str, chart: str, nodes: int) -> None:
         self.say(f"==> step {name} ({chart}): starting {nodes} node(s)")
@@ -80,30 +87,48 @@ class QuietDisplay(Display):
 
 
 class LiveDisplay(Display):
-    """A rich live table: per-step state, elapsed time and the current rank-0 log line."""
+    """A rich live table of the release's graph: every step with what it waits for, its state, elapsed time and
+    progress (else its rank-0 log line); a waiting step names the steps it still waits for."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Any = None) -> None:
         super().__init__()
         from rich.console import Console
         from rich.live import Live
 
-        self.console = Console()
+        self.console = console or Console()
         self.rows: dict[str, list[str]] = {}
+        self.needs: dict[str, frozenset[str]] = {}
         self.started: dict[str, float] = {}
         self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
 
+    def _state(self, name: str) -> str:
+        return self.rows[name][1] if name in self.rows else StepState.PENDING.value
+
+    def _needs_cell(self, name: str) -> str:
+        cells = []
+        for dep in sorted(self.needs.get(name, ())):
+            style = STYLES.get(self._state(dep), "")
+            cells.append(f"[{style}]{dep}[/]" if style else dep)
+        return ", ".join(cells)
+
     def _table(self):
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table(show_header=True, header_style="bold", expand=True)
         table.add_column("step", no_wrap=True)
+        table.add_column("needs", no_wrap=True, overflow="ellipsis", max_width=40)
         table.add_column("chart", no_wrap=True)
         table.add_column("state", no_wrap=True)
         table.add_column("elapsed", justify="right", no_wrap=True)
         table.add_column("progress (else rank 0's last line)", overflow="ellipsis", no_wrap=True, ratio=1)
         for name, (chart, state, elapsed, line) in self.rows.items():
             style = STYLES.get(state, "")
-            table.add_row(name, chart, f"[{style}]{state}[/]" if style else state, elapsed, line)
+            if state == StepState.PENDING.value:
+                left = sorted(d for d in self.needs.get(name, ()) if self._state(d) not in DONE)
+                line = f"waits for {', '.join(left)}" if left else "ready"
+            table.add_row(escape(name), self._needs_cell(name), escape(chart),
+                          f"[{style}]{state}[/]" if style else state, elapsed, escape(line))
         return table
 
     def _refresh(self) -> None:
@@ -119,13 +144,20 @@ class LiveDisplay(Display):
     def say(self, text: str) -> None:
         self.live.console.print(text, markup=False, highlight=False)
 
+    def graph(self, steps: Sequence[tuple[str, str]], needs: Mapping[str, frozenset[str]]) -> None:
+        self.needs = dict(needs)
+        for name, chart in steps:
+            self.rows.setdefault(name, [chart, StepState.PENDING.value, "", ""])
+        self._refresh()
+
     def step_started(self, name: str, chart: str, nodes: int) -> None:
         self.started[name] = time.monotonic()
         self.rows[name] = [chart, StepState.RUNNING.value, "0:00", ""]
         self._refresh()
 
     def step_skipped(self, name: str, reason: str) -> None:
-        self.rows[name] = ["", StepState.SKIPPED.value, "", reason]
+        chart = self.rows.get(name, [""])[0]
+        self.rows[name] = [chart, StepState.SKIPPED.value, "", reason]
         self._refresh()
 
     def step_waiting(self, name: str, elapsed: float, why: str) -> None:

@@ -161,6 +161,7 @@ class ReleaseRunner:
         sched = _Schedule(self.spec.dependencies(), list(self.spec.steps))
         env = self._base_env()
         with _sigterm_as_interrupt(), self.display:
+            self.display.graph([(s.name, s.chart.name) for s in self.spec.steps], sched.deps)
             try:
                 while sched.waiting or sched.active:
                     self._start_ready(sched, record, env)

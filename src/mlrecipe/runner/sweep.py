@@ -88,3 +88,19 @@ def sweep_tables(spec: ReleaseSpec, backend: Backend[Any, Any, Any], ctx: Releas
     for table in tables.values():
         table.rows = rank(table.rows, rank_by, goal)
     return list(tables.values())
+
+
+def unreported_rank_metric(spec: ReleaseSpec, tables: list[SweepTable]) -> str | None:
+    """The error when every combination succeeded yet none reported the metric to rank by (a misspelt name, or
+    one the steps do not report): ``file:line: sweep.rank_by: ...`` naming what they did report; else None."""
+    if spec.sweep is None:
+        return None
+    for table in tables:
+        if table.ranked or any(row.state != "succeeded" for row in table.rows):
+            continue
+        reported = sorted({name for row in table.rows for name in row.metrics})
+        what = (f"they reported {', '.join(reported)}" if reported
+                else "they reported no metric to $MLRECIPE_METRICS_FILE")
+        return (f"{spec.sweep_at}: sweep.rank_by: unknown metric '{spec.sweep.rank_by}': no combination of step "
+                f"{table.step} reported it ({what})")
+    return None

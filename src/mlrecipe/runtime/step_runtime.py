@@ -185,6 +185,9 @@ def run(program: dict, env: dict[str, str] | None = None) -> int:
     env.setdefault("HOSTNAME", os.uname().nodename)
     if env.get("HOME"):
         os.makedirs(env["HOME"], exist_ok=True)
+    if env.get("MLRECIPE_METRICS_FILE"):  # progress is best effort: a read-only volume does not stop the step
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(env["MLRECIPE_METRICS_FILE"]) or ".", exist_ok=True)
     log = _open_log(_log_path(program, env))
     script = build_script(program)
     cwd = env["HOME"] if env.get("HOME") and os.path.isdir(env["HOME"]) else None

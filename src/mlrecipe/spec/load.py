@@ -103,6 +103,7 @@ class ReleaseSpec:
     backend: str | None = None
     source: str = ""
     sweep: Sweep | None = None  #: how the end-of-run table ranks the matrix combinations
+    sweep_at: str | None = None  #: "file:line" of ``sweep.rank_by``, for the error when no step reports it
 
     @property
     def source_dir(self) -> str:
@@ -336,8 +337,9 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
     ordered, order_issues = _order_steps(group_heads(steps), doc)  # on the file's steps: their lines
     if order_issues:
         raise SpecError(order_issues)
+    rank_by_line = doc.line_of(("sweep", "rank_by")) if pipeline.sweep is not None else None
     return ReleaseSpec(pipeline.release, pipeline.namespace, wire(ordered, steps), pipeline.backend, doc.file,
-                       pipeline.sweep)
+                       pipeline.sweep, f"{doc.file}:{rank_by_line}" if rank_by_line else doc.file)
 
 
 def is_pipeline_file(path: str | Path) -> bool:

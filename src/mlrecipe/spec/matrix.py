@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mlrecipe.metrics import PROGRESS_FIELDS
 from mlrecipe.spec.errors import SpecIssue, format_path
 from mlrecipe.spec.issues import ValueSources
 from mlrecipe.spec.yamlfile import Loc, YamlDoc
@@ -206,6 +207,11 @@ def expand_matrix(pipeline: Pipeline, doc: YamlDoc) -> tuple[list[list[Variant]]
         loc = ("sweep", "rank_by")
         issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc),
                                 "a metric to rank by, but no step has a matrix to sweep"))
+    elif pipeline.sweep is not None and pipeline.sweep.rank_by in PROGRESS_FIELDS:
+        loc = ("sweep", "rank_by")
+        issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc),
+                                f"unknown metric '{pipeline.sweep.rank_by}': a field of every progress line, not a "
+                                "metric; name one the steps report under \"metrics\" (e.g. loss, eval_loss)"))
     return out, issues
 
 

@@ -67,6 +67,7 @@ class KubernetesBackend(Backend[KubernetesPlan, KubernetesHandle, KubernetesOpti
             selector=selector,
             url=plan.service_url(),
             secrets=[s["metadata"]["name"] for s in plan.secrets],
+            metrics_file=plan.metrics_file,
             kubeconfig=kubeconfig,
             context=context,
         )
@@ -91,8 +92,3 @@ class KubernetesBackend(Backend[KubernetesPlan, KubernetesHandle, KubernetesOpti
     def log_path(self, ctx: ReleaseContext, step: str, rank: int = 0) -> Path:
         """Where the log streamed from the pod of ``rank`` is written."""
         return ctx.step_dir(step) / f"rank-{rank}.log"
-
-    def metrics_path(self, ctx: ReleaseContext, step: str) -> Path | None:
-        """Not read yet on Kubernetes: the pods' metrics file is on the cluster's volume, not here."""
-        return None
-

@@ -170,6 +170,21 @@ class KubeClient:
                           label_selector=selector)
         return self.api.sanitize_for_serialization(pods).get("items", [])
 
+    def pod_file_tail(self, name: str, namespace: str, path: str, max_bytes: int = 64 * 1024) -> str:
+        """The last ``max_bytes`` of a file in a pod's first container (``tail -c``); "" when it cannot be read
+        (no such file yet, the pod is not running, exec is not allowed)."""
+        from kubernetes import client
+        from kubernetes.stream import stream
+
+        api = client.CoreV1Api(self.api)
+        try:
+            out = self._call(f"reading {path} in pod {name}", stream, api.connect_get_namespaced_pod_exec, name,
+                             namespace, command=["tail", "-c", str(max_bytes), path], stderr=False, stdin=False,
+                             stdout=True, tty=False)
+        except ClusterError:
+            return ""
+        return out if isinstance(out, str) else ""
+
     def pod_log(self, name: str, namespace: str) -> str:
         """The whole current log of a pod's first container ("" when not available yet)."""
         from kubernetes import client

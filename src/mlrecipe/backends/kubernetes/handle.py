@@ -18,5 +18,6 @@ class KubernetesHandle(StepHandle):
     selector: str = Field("", description="Label selector of the step's pods")
     url: str | None = Field(None, description="In-cluster URL of a serving step's Service")
     secrets: list[str] = Field(default_factory=list, description="Secrets created for the step's credentials")
+    metrics_file: str | None = Field(None, description="MLRECIPE_METRICS_FILE in the pods, on a shared volume")
     kubeconfig: str | None = None
     context: str | None = None

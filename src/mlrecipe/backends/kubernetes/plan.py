@@ -3,6 +3,8 @@
 What reaches the pods besides the recipe: the pipeline's env (``MLRECIPE_<STEP>_URL`` of earlier serving
 steps, ``MLRECIPE_PIPELINE_DIR``) goes to every container through ``mlrecipe-lib.pipeline_env``; a path on
 this machine that no pvc of the step mounts at the same place is left out (it means nothing in a pod).
+``MLRECIPE_METRICS_FILE`` (:mod:`mlrecipe.metrics`) names a file on the step's first shared volume, which the
+backend reads from a running pod of the step.
 Credential-like env values (:mod:`mlrecipe.backends.kubernetes.secrets`) leave the values: the chart gets
 ``mlrecipe-lib.secret_env`` and renders ``secretKeyRef``s, the Secret itself is :attr:`KubernetesPlan.secrets`.
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 from mlrecipe.backends.base import Plan, ReleaseContext
 from mlrecipe.backends.kubernetes import secrets
+from mlrecipe.metrics import METRICS_FILE, METRICS_VAR
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.load import StepSpec
@@ -49,6 +52,7 @@ class KubernetesPlan(Plan):
     notes: list[str] = field(default_factory=list)
     nnodes: int = 1
     serving: bool = False
+    metrics_file: str | None = None  #: MLRECIPE_METRICS_FILE in the pods (on the step's shared volume)
 
     @property
     def node_count(self) -> int:
@@ -114,6 +118,15 @@ def pipeline_env(step: StepSpec, env: dict[str, str]) -> tuple[list[dict[str, st
     return entries, notes
 
 
+def metrics_file(step: StepSpec, ctx: ReleaseContext) -> str | None:
+    """Where the step's rank 0 appends progress in its pods: ``<first pvc mount>/.mlrecipe/<namespace>/<release>/
+    <step>/metrics.jsonl`` (``None`` when the step mounts no shared volume)."""
+    if not step.recipe.pvc:
+        return None
+    mount = PurePosixPath(step.recipe.pvc[0].mount_path)
+    return str(mount / ".mlrecipe" / ctx.namespace / ctx.release / step.name / METRICS_FILE)
+
+
 def _chart_values(step: StepSpec, ctx: ReleaseContext, env: dict[str, str]) -> tuple[
         dict[str, Any], list[dict[str, Any]], list[str]]:
     """The values handed to Helm (pipeline env added, credentials replaced by references), Secrets, notes."""
@@ -121,7 +134,8 @@ def _chart_values(step: StepSpec, ctx: ReleaseContext, env: dict[str, str]) -> t
     from mlrecipe.helm.tpl import expand_templates
 
     values = step.chart_values()
-    extra, notes = pipeline_env(step, env)
+    metrics = metrics_file(step, ctx)
+    extra, notes = pipeline_env(step, {**env, METRICS_VAR: metrics} if metrics else env)
     if extra:
         lib = dict(values.get(secrets.LIB) or {})
         lib["pipeline_env"] = [*(lib.get("pipeline_env") or []), *extra]
@@ -182,4 +196,5 @@ def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None 
         notes=notes,
         nnodes=step.recipe.resources.nnodes,
         serving=step.chart.kind is StepKind.SERVER,
+        metrics_file=metrics_file(step, ctx),
     )

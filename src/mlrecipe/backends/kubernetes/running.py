@@ -10,10 +10,12 @@ from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
 from mlrecipe.backends.kubernetes import status
 from mlrecipe.backends.kubernetes.cluster import KubeClient
 from mlrecipe.backends.kubernetes.handle import KubernetesHandle
+from mlrecipe.metrics import METRICS_FILE
 
 
 class KubernetesRunningStep(RunningStep[KubernetesHandle]):
-    """Polls the workload (at most once per ``poll_seconds``), copies pod logs, and fails a step whose pods
+    """Polls the workload (at most once per ``poll_seconds``), copies pod logs and the tail of the step's metrics
+    file (read in a running pod from the shared volume) into the step's directory, and fails a step whose pods
     cannot start for ``stuck_timeout`` seconds (uninstalling it)."""
 
     def __init__(self, handle: KubernetesHandle, client: KubeClient, step_dir: Path, stuck_timeout: float,
@@ -37,6 +39,18 @@ class KubernetesRunningStep(RunningStep[KubernetesHandle]):
             if text:
                 (self.step_dir / f"rank-{rank if rank is not None else i}.log").write_text(text, encoding="utf-8")
 
+    def _copy_metrics(self, pods: list[dict[str, Any]]) -> None:
+        """The tail of the metrics file, read in the running pod of the lowest rank (the file is on a volume
+        every pod of the step mounts)."""
+        path = self.handle.metrics_file
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        if not path or not running:
+            return
+        pod = min(running, key=lambda p: status.pod_rank(p) if status.pod_rank(p) is not None else 1 << 30)
+        text = self.client.pod_file_tail(pod["metadata"]["name"], self.handle.namespace, path)
+        if text:
+            (self.step_dir / METRICS_FILE).write_text(text, encoding="utf-8")
+
     def poll(self) -> StepOutcome | None:
         if self._outcome is not None or not self.handle.kind or not self.handle.name:
             return self._outcome
@@ -50,6 +64,7 @@ class KubernetesRunningStep(RunningStep[KubernetesHandle]):
             return None
         pods = self.client.list_pods(self.handle.namespace, self.handle.selector)
         self._copy_logs(pods)
+        self._copy_metrics(pods)
         self._outcome = status.step_outcome(obj, pods)
         if self._outcome is None:
             self._outcome = self._check_stuck(status.stuck_reason(pods))
