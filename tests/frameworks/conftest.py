@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -115,8 +116,45 @@ def run_accelerate(scripts: Path, script: str, args: list[str], home: Path, proc
     return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
+def _loaded_from(module: ModuleType, dirs: list[Path]) -> bool:
+    """Whether ``module`` (a plain module, a package or a namespace package) lives under one of ``dirs``."""
+    spec = getattr(module, "__spec__", None)
+    origins = [getattr(module, "__file__", None), *(getattr(spec, "submodule_search_locations", None) or [])]
+    for origin in filter(None, origins):
+        path = Path(origin).resolve()
+        if any(path.is_relative_to(d) for d in dirs):
+            return True
+    return False
+
+
+@pytest.fixture(scope="module", autouse=True)
+def script_tree_isolation() -> Iterator[None]:
+    """Keep each test module's in-process script imports to itself.
+
+    The script trees (``scripts/accelerate``, ``scripts/ray_train``, ...) all put themselves on ``sys.path`` and import
+    the same top-level names (``shared``, ``dataset_module``, ...). Left in ``sys.modules``, the first tree a session
+    imports would be what the next module's ``from shared.common import ...`` gets. The tree stays importable for the
+    whole test module (the scripts import ``shared.*`` lazily inside functions too); at the module's end ``sys.path``
+    is restored and every module loaded from a directory the module added to it is dropped.
+    """
+    saved_path = list(sys.path)
+    saved_modules = set(sys.modules)
+    yield
+    added = [Path(p).resolve() for p in sys.path if p and p not in saved_path]
+    sys.path[:] = saved_path
+    if added:
+        for name in [n for n in sys.modules if n not in saved_modules]:
+            module = sys.modules.get(name)
+            if module is not None and _loaded_from(module, added):
+                del sys.modules[name]
+
+
 def import_script(scripts: Path, relpath: str, name: str) -> ModuleType:
-    """Import a script as a module (its ``main`` does not run), from the copied scripts directory."""
+    """Import a script as a module (its ``main`` does not run), from the copied scripts directory.
+
+    ``sys.path`` and the modules the script pulls in are undone at the end of the test module
+    (``script_tree_isolation``), so another script tree imported later gets its own ``shared`` etc.
+    """
     sys.dont_write_bytecode = True
     spec = importlib.util.spec_from_file_location(name, scripts / relpath)
     assert spec is not None and spec.loader is not None
