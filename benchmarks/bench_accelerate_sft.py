@@ -11,7 +11,8 @@ built once in a temporary directory:
 * ``baseline``: ``benchmarks/assets/sft_worker.py baseline``: the same model, the same LoRA config (the script's
   defaults, read from its ``ScriptArguments``, unless given here), the same training rows tokenized the same way
   (checked row for row against the script's ``SFTDataset``), the same batch size, accumulation, sequence length,
-  precision (fp32), learning rate / warm-up, logging cadence, dataloader workers and seed, written the way one
+  precision (fp32), learning rate / warm-up, weight decay (the script's default, passed to both sides), logging
+  cadence, dataloader workers and seed, written the way one
   would by hand: rows pre-tokenized once, ``DataCollatorForSeq2Seq`` with dynamic padding, no evaluation, no
   saving, ``report_to="none"``, default ``TrainingArguments`` otherwise (so no activation checkpointing);
 * ``baseline+ckpt``: the same baseline with the script's activation checkpointing (non-reentrant): the
@@ -34,7 +35,7 @@ that prepares the data):
    ratios script / baseline (target >= 0.95) and script / baseline+ckpt, medians and spread;
 2. where the rest of a gap comes from (``--ablation-repeats`` rounds, 0 to skip): baseline+ckpt with one more of
    the script's settings at a time (padding to a multiple of 8, tokenization per item in ``__getitem__``,
-   TensorBoard, weight decay 0.01, ``remove_unused_columns=False``; see ``sft_worker.KNOBS``) and with all of them,
+   TensorBoard, ``remove_unused_columns=False``; see ``sft_worker.KNOBS``) and with all of them,
    each as a ratio to the baseline+ckpt run of the same round;
 3. two processes (``accelerate launch --multi_gpu --num_processes 2`` on CPU, gloo, as the tests run it):
    script vs baseline vs baseline+ckpt, ``--ddp-repeats`` rounds (0 to skip).
@@ -77,7 +78,7 @@ BIN = Path(sys.executable).parent
 MODEL_ID = "tiny/llama"
 #: the script's CPU settings tried on top of the baseline (sft_worker.KNOBS, not imported: it imports
 #: transformers); left out: ``checkpointing``, ``input_grads`` and ``pad8``, which the script uses with CUDA only
-ABLATION_KNOBS = ("tokenize", "tensorboard", "no_cache", "weight_decay", "keep_columns")
+ABLATION_KNOBS = ("tokenize", "tensorboard", "no_cache", "keep_columns")
 KNOB_TEXT = {
     "checkpointing": "activation checkpointing (non-reentrant)",
     "input_grads": "enable_input_require_grads() alone",
@@ -85,7 +86,6 @@ KNOB_TEXT = {
     "tokenize": "tokenization per item (__getitem__)",
     "tensorboard": "report_to tensorboard",
     "no_cache": "use_cache=False",
-    "weight_decay": "weight_decay 0.01",
     "keep_columns": "remove_unused_columns=False",
 }
 
@@ -147,13 +147,14 @@ class Bench:
     train_jsonl: Path | None = None
     counter: int = 0
     timeout: float = 600.0
+    weight_decay: float = 0.0  #: AdamW's, the script's default, given to both sides
 
     def common(self) -> dict[str, Any]:
         a = self.args
         return {"max_steps": a.steps, "per_device_train_batch_size": a.batch,
                 "gradient_accumulation_steps": a.grad_accum, "max_seq_length": a.max_seq_length,
                 "learning_rate": a.learning_rate, "warmup_steps": a.warmup_steps, "logging_steps": a.logging_steps,
-                "num_workers": a.num_workers, "seed": 42}
+                "num_workers": a.num_workers, "seed": 42, "weight_decay": self.weight_decay}
 
     def script_argv(self, out: Path, knobs: Sequence[str] = ()) -> list[str]:
         values = {**self.common(), **self.lora, "eval_steps": self.args.steps + 1000}
@@ -441,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         header(args, lora)
         model, dataset = build_inputs(root)
         home = root / "home"
-        bench = Bench(args, root, scripts, model, dataset, home, lora, script_env(home))
+        bench = Bench(args, root, scripts, model, dataset, home, lora, script_env(home),
+                      weight_decay=defaults.weight_decay)
         return measure(bench)
     except RunFailed as exc:
         print(f"\nrun failed, no figures: {exc}", flush=True)

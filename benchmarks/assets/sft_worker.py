@@ -17,7 +17,6 @@ LoRA SFT with ``transformers.Trainer``: rows pre-tokenized once (``input + outpu
 * ``tokenize``: tokenization per item in ``__getitem__`` (prompt and prompt + answer, every epoch);
 * ``tensorboard``: ``report_to=["tensorboard"]``;
 * ``no_cache``: the model is loaded with ``use_cache=False``;
-* ``weight_decay``: ``weight_decay=0.01``;
 * ``keep_columns``: ``remove_unused_columns=False`` (the default wraps the collator to drop unknown keys).
 
 ``python sft_worker.py check --scripts DIR --model DIR --train JSONL --max_seq_length N`` prints a JSON line
@@ -41,8 +40,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 STAMP_VAR = "SFT_BENCH_STAMP"
-KNOBS = ("checkpointing", "input_grads", "pad8", "tokenize", "tensorboard", "no_cache", "weight_decay",
-         "keep_columns")
+KNOBS = ("checkpointing", "input_grads", "pad8", "tokenize", "tensorboard", "no_cache", "keep_columns")
 
 
 class StepTimer(TrainerCallback):
@@ -153,6 +151,7 @@ def parse_baseline(argv: list[str]) -> Any:
     p.add_argument("--learning_rate", type=float, default=5e-5)
     p.add_argument("--warmup_steps", type=int, default=100)
     p.add_argument("--max_grad_norm", type=float, default=1.0)
+    p.add_argument("--weight_decay", type=float, default=0.0, help="AdamW's (the bench passes the script's)")
     p.add_argument("--logging_steps", type=int, default=10)
     p.add_argument("--num_workers", type=int, default=0)
     p.add_argument("--seed", type=int, default=42)
@@ -203,7 +202,7 @@ def run_baseline(argv: list[str]) -> None:
         warmup_steps=a.warmup_steps, max_grad_norm=a.max_grad_norm, logging_steps=a.logging_steps,
         eval_strategy="no", save_strategy="no", use_cpu=True, seed=a.seed, dataloader_num_workers=a.num_workers,
         report_to=["tensorboard"] if "tensorboard" in like else "none",
-        weight_decay=0.01 if "weight_decay" in like else 0.0,
+        weight_decay=a.weight_decay,
         **({"remove_unused_columns": False} if "keep_columns" in like else {}), **ckpt)
     collator = DataCollatorForSeq2Seq(tok, padding=True, label_pad_token_id=-100,
                                       pad_to_multiple_of=8 if "pad8" in like else None)
