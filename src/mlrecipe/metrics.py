@@ -15,14 +15,12 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 METRICS_VAR = "MLRECIPE_METRICS_FILE"
 METRICS_FILE = "metrics.jsonl"
-#: The fields of a progress line and of what mlrecipe derives from them: not metric names.
-PROGRESS_FIELDS = ("time", "step", "total", "rate", "eta", "updated")
 _TAIL_BYTES = 64 * 1024
 
 
@@ -73,6 +71,10 @@ class Progress:
         parts += [f"{k} {v:.4g}" for k, v in self.metrics.items()]
         return "  ".join(parts)
 
+
+
+#: The fields of a progress line and of what mlrecipe derives from them: not metric names.
+PROGRESS_FIELDS = ("time", *(f.name for f in fields(Progress) if f.name != "metrics"))
 
 def _records(path: Path) -> list[dict[str, Any]]:
     try:

@@ -79,7 +79,7 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
     from mlrecipe.cli import sweep_table
 
     record = load_record(impl.name, spec.namespace, spec.release)
-    found = sweep_table.tables(runner)
+    found = sweep_table.tables(runner, record)
     if record is not None:
         sweeps = [sweep_table.as_json(t) for t in found]
         emit_json({**summary(record), **({"sweeps": sweeps} if sweeps else {})})

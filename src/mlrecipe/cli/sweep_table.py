@@ -11,6 +11,7 @@ from mlrecipe.runner.sweep import SweepTable
 
 if TYPE_CHECKING:
     from mlrecipe.runner.release import ReleaseRunner
+    from mlrecipe.runner.state import ReleaseRecord
 
 
 def _cell(value: Any) -> str:
@@ -50,15 +51,16 @@ def render(table: SweepTable, stream: TextIO | None = None) -> None:
     console.print(out)
 
 
-def tables(runner: ReleaseRunner) -> list[SweepTable]:
-    """The sweep tables of ``runner``'s release after a run (none without a matrix step)."""
+def tables(runner: ReleaseRunner, record: ReleaseRecord | None = None) -> list[SweepTable]:
+    """The sweep tables of ``runner``'s release after a run (none without a matrix step), from ``record`` (default:
+    the release's record, loaded)."""
     if not any(step.matrix is not None for step in runner.spec.steps):
         return []
     from mlrecipe.runner.state import load_record
     from mlrecipe.runner.sweep import sweep_tables
 
     ctx = runner.context
-    record = load_record(runner.backend.name, ctx.namespace, ctx.release)
+    record = record or load_record(runner.backend.name, ctx.namespace, ctx.release)
     return sweep_tables(runner.spec, runner.backend, ctx, record)
 
 

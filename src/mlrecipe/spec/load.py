@@ -337,9 +337,12 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
     ordered, order_issues = _order_steps(group_heads(steps), doc)  # on the file's steps: their lines
     if order_issues:
         raise SpecError(order_issues)
-    rank_by_line = doc.line_of(("sweep", "rank_by")) if pipeline.sweep is not None else None
+    sweep_at = None
+    if pipeline.sweep is not None:
+        line = doc.line_of(("sweep", "rank_by"))
+        sweep_at = f"{doc.file}:{line}" if line else doc.file
     return ReleaseSpec(pipeline.release, pipeline.namespace, wire(ordered, steps), pipeline.backend, doc.file,
-                       pipeline.sweep, f"{doc.file}:{rank_by_line}" if rank_by_line else doc.file)
+                       pipeline.sweep, sweep_at)
 
 
 def is_pipeline_file(path: str | Path) -> bool:

@@ -134,8 +134,7 @@ def _chart_values(step: StepSpec, ctx: ReleaseContext, env: dict[str, str]) -> t
     from mlrecipe.helm.tpl import expand_templates
 
     values = step.chart_values()
-    metrics = metrics_file(step, ctx)
-    extra, notes = pipeline_env(step, {**env, METRICS_VAR: metrics} if metrics else env)
+    extra, notes = pipeline_env(step, env)
     if extra:
         lib = dict(values.get(secrets.LIB) or {})
         lib["pipeline_env"] = [*(lib.get("pipeline_env") or []), *extra]
@@ -174,7 +173,9 @@ def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None 
     from mlrecipe.helm._engine import parse_yaml
     from mlrecipe.helm.render import ChartRenderError, chart_path, render_text
 
-    values, secret_objects, notes = _chart_values(step, ctx, env or {})
+    metrics = metrics_file(step, ctx)
+    pods_env = {**(env or {}), **({METRICS_VAR: metrics} if metrics else {})}
+    values, secret_objects, notes = _chart_values(step, ctx, pods_env)
     try:
         text = render_text(chart_path(step.chart.name), values, ctx.release, ctx.namespace)
     except ChartRenderError as exc:
@@ -196,5 +197,5 @@ def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None 
         notes=notes,
         nnodes=step.recipe.resources.nnodes,
         serving=step.chart.kind is StepKind.SERVER,
-        metrics_file=metrics_file(step, ctx),
+        metrics_file=metrics,
     )

@@ -46,7 +46,8 @@ class KubernetesRunningStep(RunningStep[KubernetesHandle]):
         running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
         if not path or not running:
             return
-        pod = min(running, key=lambda p: status.pod_rank(p) if status.pod_rank(p) is not None else 1 << 30)
+        ranks = [status.pod_rank(p) for p in running]
+        pod = min(zip(ranks, running, strict=True), key=lambda rp: (rp[0] is None, rp[0] or 0))[1]
         text = self.client.pod_file_tail(pod["metadata"]["name"], self.handle.namespace, path)
         if text:
             (self.step_dir / METRICS_FILE).write_text(text, encoding="utf-8")
