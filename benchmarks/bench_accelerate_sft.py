@@ -16,7 +16,10 @@ built once in a temporary directory:
   would by hand: rows pre-tokenized once, ``DataCollatorForSeq2Seq`` with dynamic padding, no evaluation, no
   saving, ``report_to="none"``, default ``TrainingArguments`` otherwise (so no activation checkpointing);
 * ``baseline+ckpt``: the same baseline with the script's activation checkpointing (non-reentrant): the
-  like-for-like comparison for a script that checkpoints by design (a memory setting for the real 8B-14B models).
+  like-for-like comparison for a script that checkpoints by design (a memory setting for the real 8B-14B models);
+* ``baseline+flops_once``: the baseline whose Trainer counts the model's parameters for its FLOs estimate once,
+  as the script's Trainer does (the plain Trainer recounts them at every step): the script / it ratio is the cost
+  of the script's features alone.
 
 Both sides are timed by the same Trainer callback (``sft_worker.StepTimer``, added to the script's Trainer by
 patching ``Trainer.__init__`` from outside; the script itself is not changed): samples/s = samples in the optimizer
@@ -31,14 +34,15 @@ first steps and, for the script, the evaluation it runs after the last step).
 Sections, each in rounds whose order rotates (A B C, B C A, ...), after one untimed warm-up run (the script run
 that prepares the data):
 
-1. one process (``python``): script vs baseline vs baseline+ckpt, ``--repeats`` rounds (0 to skip); per-round
-   ratios script / baseline (target >= 0.95) and script / baseline+ckpt, medians and spread;
-2. where the rest of a gap comes from (``--ablation-repeats`` rounds, 0 to skip): baseline+ckpt with one more of
-   the script's settings at a time (padding to a multiple of 8, tokenization per item in ``__getitem__``,
-   TensorBoard, ``remove_unused_columns=False``; see ``sft_worker.KNOBS``) and with all of them,
-   each as a ratio to the baseline+ckpt run of the same round;
-3. two processes (``accelerate launch --multi_gpu --num_processes 2`` on CPU, gloo, as the tests run it):
-   script vs baseline vs baseline+ckpt, ``--ddp-repeats`` rounds (0 to skip).
+1. one process (``python``): script vs baseline vs baseline+flops_once vs baseline+ckpt, ``--repeats`` rounds (0
+   to skip); per-round ratios script / baseline (target >= 0.95), script / baseline+flops_once and
+   script+ckpt / baseline+ckpt, medians and spread;
+2. where the rest of a gap comes from (``--ablation-repeats`` rounds, 0 to skip): the baseline with one more of
+   the script's CPU settings at a time (tokenization per item in ``__getitem__``, TensorBoard, ``use_cache=False``,
+   ``remove_unused_columns=False``, the FLOs estimate's parameter count taken once; see ``sft_worker.KNOBS``) and
+   with all of them, each as a ratio to the baseline run of the same round;
+3. two processes (``accelerate launch --multi_gpu --num_processes 2`` on CPU, gloo, as the tests run it): the
+   same variants as 1., ``--ddp-repeats`` rounds (0 to skip).
 
 The script prints figures and exits 0; it asserts no target (it exits 1 only when a run fails).
 
@@ -78,7 +82,7 @@ BIN = Path(sys.executable).parent
 MODEL_ID = "tiny/llama"
 #: the script's CPU settings tried on top of the baseline (sft_worker.KNOBS, not imported: it imports
 #: transformers); left out: ``checkpointing``, ``input_grads`` and ``pad8``, which the script uses with CUDA only
-ABLATION_KNOBS = ("tokenize", "tensorboard", "no_cache", "keep_columns")
+ABLATION_KNOBS = ("tokenize", "tensorboard", "no_cache", "keep_columns", "flops_once")
 KNOB_TEXT = {
     "checkpointing": "activation checkpointing (non-reentrant)",
     "input_grads": "enable_input_require_grads() alone",
@@ -87,6 +91,7 @@ KNOB_TEXT = {
     "tensorboard": "report_to tensorboard",
     "no_cache": "use_cache=False",
     "keep_columns": "remove_unused_columns=False",
+    "flops_once": "FLOs estimate counts parameters once",
 }
 
 
@@ -114,6 +119,7 @@ SCRIPT_V = Variant("script")
 SCRIPT_CKPT_V = Variant("script", ("checkpointing",))
 BASE_V = Variant("baseline")
 CKPT_V = Variant("baseline", ("checkpointing",))
+FLOPS_V = Variant("baseline", ("flops_once",))
 
 
 @dataclass
@@ -341,11 +347,12 @@ def ratio_lines(results: list[dict[Variant, Run]], num: Variant, den: Variant, t
 
 
 def section_speed(bench: Bench, repeats: int, processes: int, title: str) -> dict[str, tuple[float, float]]:
-    variants = (SCRIPT_V, BASE_V, SCRIPT_CKPT_V, CKPT_V)
+    variants = (SCRIPT_V, BASE_V, FLOPS_V, SCRIPT_CKPT_V, CKPT_V)
     print(f"\n{title}", flush=True)
     res = rounds(bench, variants, repeats, processes, "round")
     speed_table(res, variants)
     ratio = ratio_lines(res, SCRIPT_V, BASE_V, target=0.95)
+    ratio_lines(res, SCRIPT_V, FLOPS_V)
     like = ratio_lines(res, SCRIPT_CKPT_V, CKPT_V, target=0.95)
     ratio_lines(res, CKPT_V, BASE_V)
     return {"script/baseline": ratio, "script+ckpt/baseline+ckpt": like}
@@ -475,7 +482,7 @@ def measure(bench: Bench) -> int:
     summary: dict[str, tuple[float, float]] = {}
     if args.repeats > 0:
         summary = section_speed(bench, args.repeats, 1, f"[1] one process (python), {args.repeats} rounds of "
-                                "script / baseline / baseline+ckpt (order rotated)")
+                                "script / baseline / baseline+flops_once / +ckpt (order rotated)")
     if args.ablation_repeats > 0:
         section_ablation(bench, args.ablation_repeats)
     ddp: dict[str, tuple[float, float]] = {}

@@ -17,7 +17,9 @@ LoRA SFT with ``transformers.Trainer``: rows pre-tokenized once (``input + outpu
 * ``tokenize``: tokenization per item in ``__getitem__`` (prompt and prompt + answer, every epoch);
 * ``tensorboard``: ``report_to=["tensorboard"]``;
 * ``no_cache``: the model is loaded with ``use_cache=False``;
-* ``keep_columns``: ``remove_unused_columns=False`` (the default wraps the collator to drop unknown keys).
+* ``keep_columns``: ``remove_unused_columns=False`` (the default wraps the collator to drop unknown keys);
+* ``flops_once``: the Trainer's FLOs estimate counts the model's parameters once, not at every step (written here
+  by hand, as the script's ``shared/callbacks.CountParametersOnce`` does it).
 
 ``python sft_worker.py check --scripts DIR --model DIR --train JSONL --max_seq_length N`` prints a JSON line
 saying whether the baseline's token ids / labels equal the framework's ``SFTDataset`` items, row for row.
@@ -40,7 +42,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 STAMP_VAR = "SFT_BENCH_STAMP"
-KNOBS = ("checkpointing", "input_grads", "pad8", "tokenize", "tensorboard", "no_cache", "keep_columns")
+KNOBS = ("checkpointing", "input_grads", "pad8", "tokenize", "tensorboard", "no_cache", "keep_columns", "flops_once")
 
 
 class StepTimer(TrainerCallback):
@@ -206,8 +208,19 @@ def run_baseline(argv: list[str]) -> None:
         **({"remove_unused_columns": False} if "keep_columns" in like else {}), **ckpt)
     collator = DataCollatorForSeq2Seq(tok, padding=True, label_pad_token_id=-100,
                                       pad_to_multiple_of=8 if "pad8" in like else None)
-    trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator,
-                      callbacks=[StepTimer(os.environ.get(STAMP_VAR))])
+    trainer_class: Any = Trainer
+    if "flops_once" in like:
+        class CountOnce(Trainer):
+            parameters: int | None = None
+
+            def floating_point_ops(self, inputs: dict[str, Any]) -> int:
+                if self.parameters is None:
+                    self.parameters = int(self.model.num_parameters(exclude_embeddings=True))
+                return 6 * inputs["input_ids"].numel() * self.parameters
+
+        trainer_class = CountOnce
+    trainer = trainer_class(model=model, args=args, train_dataset=train, data_collator=collator,
+                            callbacks=[StepTimer(os.environ.get(STAMP_VAR))])
     trainer.train()
 
 

@@ -118,8 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     prepare_datasets(args.hfdc, data_dir, poll_seconds=float(os.environ.get("MLRECIPE_DATA_POLL_SECONDS", "5")))
 
-    from shared.callbacks import MetricsFileCallback
-    from transformers import Trainer
+    from shared.callbacks import MetricsFileCallback, script_trainer_class
 
     precision = select_precision()
     log(f"model {model_path}: {precision.describe()}; continual pre-training (all parameters)")
@@ -163,9 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         ddp_find_unused_parameters=False,
         use_liger_kernel=args.use_liger_kernel,
     )
-    trainer = Trainer(model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
-                      data_collator=make_collator(tokenizer), processing_class=tokenizer,
-                      callbacks=[MetricsFileCallback()])
+    trainer = script_trainer_class()(
+        model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
+        data_collator=make_collator(tokenizer), processing_class=tokenizer, callbacks=[MetricsFileCallback()],
+    )
     result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     final = output_dir / "final"
     save_final_model(trainer, tokenizer, final)

@@ -166,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     poll = float(os.environ.get("MLRECIPE_DATA_POLL_SECONDS", "5"))
     prepare_datasets(args.hfdc, data_dir, poll_seconds=poll)
 
-    from shared.callbacks import MetricsFileCallback, SaveOnBestMetricCallback
-    from transformers import EarlyStoppingCallback, Trainer
+    from shared.callbacks import MetricsFileCallback, SaveOnBestMetricCallback, script_trainer_class
+    from transformers import EarlyStoppingCallback
 
     precision = select_precision()
     checkpointing = use_checkpointing(args, precision.device)
@@ -226,9 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         callbacks += [EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience,
                                             early_stopping_threshold=args.early_stopping_threshold),
                       SaveOnBestMetricCallback()]
-    trainer = Trainer(model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
-                      data_collator=make_collator(tokenizer, 8 if precision.device == "cuda" else None),
-                      processing_class=tokenizer, callbacks=callbacks)
+    trainer = script_trainer_class()(
+        model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
+        data_collator=make_collator(tokenizer, 8 if precision.device == "cuda" else None), processing_class=tokenizer,
+        callbacks=callbacks,
+    )
     result = trainer.train()
     final = output_dir / "final"
     save_final_model(trainer, tokenizer, final)

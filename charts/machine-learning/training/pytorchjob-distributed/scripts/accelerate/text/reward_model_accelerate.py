@@ -125,9 +125,9 @@ def make_trainer_class() -> type:
     """The Trainer subclass with the pairwise loss (transformers imported here, not at module import)."""
     import torch
     import torch.nn.functional as F
-    from transformers import Trainer
+    from shared.callbacks import script_trainer_class
 
-    class RewardTrainer(Trainer):
+    class RewardTrainer(script_trainer_class()):
         """Trainer with ``-logsigmoid(r_chosen - r_rejected)`` as the loss; eval returns both rewards."""
 
         def __init__(self, *args: Any, **kwargs: Any):

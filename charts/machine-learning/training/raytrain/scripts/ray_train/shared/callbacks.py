@@ -1,7 +1,8 @@
 """Hugging Face Trainer callbacks used by the ray_train trainers (run inside the Ray Train workers).
 
-* :class:`SaveOnBestMetricCallback`, :class:`MetricsFileCallback`, :func:`report_progress`: the accelerate
-  trainers' callbacks (``shared/trainer_callbacks.py``, a link to the accelerate tree's ``shared/callbacks.py``).
+* :class:`SaveOnBestMetricCallback`, :class:`MetricsFileCallback`, :func:`report_progress`,
+  :func:`script_trainer_class`: the accelerate trainers' callbacks and Trainer class
+  (``shared/trainer_callbacks.py``, a link to the accelerate tree's ``shared/callbacks.py``).
 * :class:`RayCheckpointReportCallback`: after each Trainer save, reports the metrics logged so far to Ray Train;
   world rank 0 also hands over the checkpoint just written (``<output_dir>/checkpoint-<step>``), which Ray Train
   persists as ``<storage>/<run name>/checkpoint_<step>/checkpoint/``. Every worker reports (``ray.train.report``
@@ -23,10 +24,11 @@ from shared.trainer_callbacks import (
     MetricsFileCallback,
     SaveOnBestMetricCallback,
     report_progress,
+    script_trainer_class,
 )
 
 __all__ = ["METRICS_VAR", "MetricsFileCallback", "RayCheckpointReportCallback", "SaveOnBestMetricCallback",
-           "report_progress"]
+           "report_progress", "script_trainer_class"]
 
 
 def _plain_metrics(state: Any) -> dict[str, Any]:

@@ -130,9 +130,8 @@ def from_dict(data: dict[str, Any]) -> CPTArguments:
 def train_worker(config: dict[str, Any]) -> None:
     """One Ray Train worker: data, full model, Trainer saving every ``--save_steps`` through Ray."""
     import ray.train
-    from shared.callbacks import MetricsFileCallback, RayCheckpointReportCallback
+    from shared.callbacks import MetricsFileCallback, RayCheckpointReportCallback, script_trainer_class
     from shared.ray_launch import worker_setup
-    from transformers import Trainer
 
     args = from_dict(config["args"])
     ctx = worker_setup(config)
@@ -191,9 +190,11 @@ def train_worker(config: dict[str, Any]) -> None:
         use_liger_kernel=args.use_liger_kernel,
         **fsdp,
     )
-    trainer = Trainer(model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
-                      data_collator=make_collator(tokenizer), processing_class=tokenizer,
-                      callbacks=[MetricsFileCallback(), RayCheckpointReportCallback()])
+    trainer = script_trainer_class()(
+        model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
+        data_collator=make_collator(tokenizer), processing_class=tokenizer,
+        callbacks=[MetricsFileCallback(), RayCheckpointReportCallback()],
+    )
     resume = args.resume_from_checkpoint
     if resume and not Path(resume).expanduser().is_dir():
         raise ScriptError(f"--resume_from_checkpoint={resume}: no such directory")

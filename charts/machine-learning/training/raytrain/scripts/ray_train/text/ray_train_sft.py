@@ -205,9 +205,14 @@ def train_worker(config: dict[str, Any]) -> None:
     """One Ray Train worker: data, model, Trainer with the Ray checkpoint callback, training."""
     import ray.train
     import torch
-    from shared.callbacks import MetricsFileCallback, RayCheckpointReportCallback, SaveOnBestMetricCallback
+    from shared.callbacks import (
+        MetricsFileCallback,
+        RayCheckpointReportCallback,
+        SaveOnBestMetricCallback,
+        script_trainer_class,
+    )
     from shared.ray_launch import worker_setup
-    from transformers import EarlyStoppingCallback, Trainer
+    from transformers import EarlyStoppingCallback
 
     args = from_dict(config["args"])
     ctx = worker_setup(config)
@@ -282,8 +287,10 @@ def train_worker(config: dict[str, Any]) -> None:
         callbacks += [SaveOnBestMetricCallback(),
                       EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience,
                                             early_stopping_threshold=args.early_stopping_threshold)]
-    trainer = Trainer(model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
-                      data_collator=make_collator(tokenizer), processing_class=tokenizer, callbacks=callbacks)
+    trainer = script_trainer_class()(
+        model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
+        data_collator=make_collator(tokenizer), processing_class=tokenizer, callbacks=callbacks,
+    )
     result = trainer.train()
     metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
     if trainer.is_world_process_zero():

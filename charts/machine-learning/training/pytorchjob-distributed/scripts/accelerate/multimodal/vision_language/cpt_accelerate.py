@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_splits(data_dir, args.max_eval_samples)
 
     from base.base_dataset import VLMCollator, VLMCPTDataset
-    from shared.callbacks import MetricsFileCallback
-    from transformers import Trainer, set_seed
+    from shared.callbacks import MetricsFileCallback, script_trainer_class
+    from transformers import set_seed
 
     set_seed(args.seed)
     precision = select_precision()
@@ -121,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         ddp_find_unused_parameters=bool(vision_trainable and train_ds.text_only_rows),
     )
     callbacks: list[Any] = [MetricsFileCallback()]
-    trainer = Trainer(model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds,
-                      data_collator=VLMCollator(adapter, tokenizer.pad_token_id), processing_class=processor,
-                      callbacks=callbacks)
+    trainer = script_trainer_class()(
+        model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds,
+        data_collator=VLMCollator(adapter, tokenizer.pad_token_id), processing_class=processor, callbacks=callbacks,
+    )
     result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     final = output_dir / "final"
     save_final(trainer, adapter, processor, source, final)

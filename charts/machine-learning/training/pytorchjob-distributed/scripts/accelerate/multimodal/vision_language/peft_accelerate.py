@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_splits(data_dir, args.max_eval_samples)
 
     from base.base_dataset import VLMCollator, VLMDataset
-    from shared.callbacks import MetricsFileCallback, SaveOnBestMetricCallback
-    from transformers import EarlyStoppingCallback, Trainer, set_seed
+    from shared.callbacks import MetricsFileCallback, SaveOnBestMetricCallback, script_trainer_class
+    from transformers import EarlyStoppingCallback, set_seed
 
     set_seed(args.seed)
     precision = select_precision()
@@ -138,9 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         callbacks += [EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience,
                                             early_stopping_threshold=args.early_stopping_threshold),
                       SaveOnBestMetricCallback()]
-    trainer = Trainer(model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds,
-                      data_collator=VLMCollator(adapter, tokenizer.pad_token_id), processing_class=processor,
-                      callbacks=callbacks)
+    trainer = script_trainer_class()(
+        model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds,
+        data_collator=VLMCollator(adapter, tokenizer.pad_token_id), processing_class=processor, callbacks=callbacks,
+    )
     result = trainer.train()
     final = output_dir / "final"
     save_final(trainer, adapter, processor, source, final)

@@ -136,9 +136,9 @@ def run_worker(config: dict[str, Any], spec: RayVLMSpec) -> None:
     """One Ray Train worker: processor, datasets, model, HF Trainer reporting its checkpoints to Ray Train."""
     import ray.train
     from base import base_dataset
-    from shared.callbacks import MetricsFileCallback, RayCheckpointReportCallback
+    from shared.callbacks import MetricsFileCallback, RayCheckpointReportCallback, script_trainer_class
     from shared.ray_launch import worker_setup
-    from transformers import Trainer, set_seed
+    from transformers import set_seed
 
     args = argparse.Namespace(**config["args"])
     ctx = worker_setup(config)
@@ -181,10 +181,11 @@ def run_worker(config: dict[str, Any], spec: RayVLMSpec) -> None:
         ddp_find_unused_parameters=bool(adapter.vision_is_trainable(model) and train_ds.text_only_rows),
         **(GPU_FSDP if gpu else {}),
     )
-    trainer = Trainer(model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds,
-                      data_collator=base_dataset.VLMCollator(adapter, tokenizer.pad_token_id),
-                      processing_class=processor,
-                      callbacks=[MetricsFileCallback(), RayCheckpointReportCallback(), *callbacks])
+    trainer = script_trainer_class()(
+        model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds,
+        data_collator=base_dataset.VLMCollator(adapter, tokenizer.pad_token_id), processing_class=processor,
+        callbacks=[MetricsFileCallback(), RayCheckpointReportCallback(), *callbacks],
+    )
     result = trainer.train(resume_from_checkpoint=vars(args).get("resume_from_checkpoint"))
     metrics = {k: v for k, v in result.metrics.items() if isinstance(v, int | float)}
     if trainer.is_world_process_zero():
