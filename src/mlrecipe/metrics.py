@@ -72,9 +72,9 @@ class Progress:
         return "  ".join(parts)
 
 
-
 #: The fields of a progress line and of what mlrecipe derives from them: not metric names.
 PROGRESS_FIELDS = ("time", *(f.name for f in fields(Progress) if f.name != "metrics"))
+
 
 def _records(path: Path) -> list[dict[str, Any]]:
     try:

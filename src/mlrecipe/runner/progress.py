@@ -105,10 +105,12 @@ class LiveDisplay(Display):
         return self.rows[name][1] if name in self.rows else StepState.PENDING.value
 
     def _needs_cell(self, name: str) -> str:
+        from rich.markup import escape
+
         cells = []
         for dep in sorted(self.needs.get(name, ())):
             style = STYLES.get(self._state(dep), "")
-            cells.append(f"[{style}]{dep}[/]" if style else dep)
+            cells.append(f"[{style}]{escape(dep)}[/]" if style else escape(dep))
         return ", ".join(cells)
 
     def _table(self):

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlrecipe.backends.base import Backend, ReleaseContext
+from mlrecipe.backends.base import Backend, ReleaseContext, StepState
 from mlrecipe.metrics import read_progress
 from mlrecipe.runner.state import ReleaseRecord
 from mlrecipe.spec.load import ReleaseSpec, StepSpec
@@ -96,7 +96,7 @@ def unreported_rank_metric(spec: ReleaseSpec, tables: list[SweepTable]) -> str |
     if spec.sweep is None:
         return None
     for table in tables:
-        if table.ranked or any(row.state != "succeeded" for row in table.rows):
+        if table.ranked or any(row.state != StepState.SUCCEEDED.value for row in table.rows):
             continue
         reported = sorted({name for row in table.rows for name in row.metrics})
         what = (f"they reported {', '.join(reported)}" if reported

@@ -203,16 +203,22 @@ def expand_matrix(pipeline: Pipeline, doc: YamlDoc) -> tuple[list[list[Variant]]
                 loc: Loc = ("steps", index, "matrix")
                 issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc),
                                         f"expands to step '{variant.name}', a name steps[{other}] already has"))
-    if pipeline.sweep is not None and not any(s.matrix is not None for s in pipeline.steps):
-        loc = ("sweep", "rank_by")
-        issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc),
-                                "a metric to rank by, but no step has a matrix to sweep"))
-    elif pipeline.sweep is not None and pipeline.sweep.rank_by in PROGRESS_FIELDS:
-        loc = ("sweep", "rank_by")
-        issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc),
-                                f"unknown metric '{pipeline.sweep.rank_by}': a field of every progress line, not a "
-                                "metric; name one the steps report under \"metrics\" (e.g. loss, eval_loss)"))
+    if pipeline.sweep is not None:
+        problem = _sweep_problem(pipeline, pipeline.sweep.rank_by)
+        if problem:
+            loc = ("sweep", "rank_by")
+            issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc), problem))
     return out, issues
+
+
+def _sweep_problem(pipeline: Pipeline, rank_by: str) -> str | None:
+    """What is wrong with ``sweep.rank_by`` before anything runs, or None."""
+    if not any(s.matrix is not None for s in pipeline.steps):
+        return "a metric to rank by, but no step has a matrix to sweep"
+    if rank_by in PROGRESS_FIELDS:
+        return (f"unknown metric '{rank_by}': a field of every progress line, not a metric; name one "
+                "the steps report under \"metrics\" (e.g. loss, eval_loss)")
+    return None
 
 
 def _group(step: StepSpec) -> str:
