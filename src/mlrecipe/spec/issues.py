@@ -88,10 +88,18 @@ def _message(err: dict[str, Any]) -> str:
         return "required field is missing"
     msg = err["msg"].replace("Input should be", "must be").replace("Value error, ", "")
     if "input" in err and kind not in ("model_type", "dict_type", "list_type"):
-        value = err["input"]
-        shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
-        return f"{msg}, got {shown}"
+        return f"{msg}, got {_shown(err['input'])}"
     return msg
+
+
+def _shown(value: Any) -> str:
+    """A short repr of a refused value (an integer of thousands of digits has no decimal repr)."""
+    if isinstance(value, dict | list):
+        return type(value).__name__
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length():,} bits"
+    shown = repr(value)
+    return shown if len(shown) <= 80 else f"{shown[:77]}..."
 
 
 def pydantic_issues(exc: ValidationError, data: Any, sources: ValueSources) -> list[SpecIssue]:

@@ -315,6 +315,8 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
             elif st.recipe is not None:
                 files = [st.recipe] if isinstance(st.recipe, str) else st.recipe
                 values = _read_recipe_files(files, base, step_sources)
+            else:  # no recipe: what the values lack is named at the step's line
+                step_sources.entries.append((doc, ("steps", i, "recipe"), f"steps[{i}].recipe"))
         except SpecError as exc:
             issues.extend(exc.issues)
             continue

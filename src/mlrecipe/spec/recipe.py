@@ -6,11 +6,30 @@ with no value, as the reference's values files have) mean "use the default".
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+    with_config,
+)
+from typing_extensions import TypedDict
 
-Quantity = str | int | float
+
+def _finite(value: str | int | float) -> str | int | float:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("must be a finite number or a quantity such as 500m, 4 or 16Gi")
+    return value
+
+
+#: A Kubernetes resource quantity: a number or a string such as ``500m``, ``16Gi`` (never .nan or .inf).
+Quantity = Annotated[str | int | float, AfterValidator(_finite)]
 
 
 class Model(BaseModel):
@@ -137,6 +156,23 @@ class Ebs(Model):
         "/tmp", pattern=r"^/", description="Absolute mount path; /tmp sets TMPDIR to the scratch directory locally."
     )
     storage_class: str | None = Field(None, description="StorageClass of the volume; empty: ebs-sc-wait.")
+
+
+class SageMakerInput(Model):
+    """A data channel of a SageMaker training job, mounted at /opt/ml/input/data/<name> (SM_CHANNEL_<NAME>)."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9.\-_]+$", description="Channel name.")
+    uri: str = Field(
+        pattern=r"^(s3|file)://", description="s3://bucket/prefix, or file:///path (local mode) to stage in it."
+    )
+
+
+class SageMakerBlock(Model):
+    """What a step needs only when it runs on the SageMaker backend (ignored elsewhere)."""
+
+    inputs: list[SageMakerInput] = Field(
+        default_factory=list, description="Data channels [{name, uri}] of the training job."
+    )
 
 
 class Git(Model):
@@ -294,6 +330,22 @@ class Launcher(Model):
 COMMAND_BLOCKS = ("train", "process", "server")
 
 
+@with_config(ConfigDict(extra="forbid"))
+class HeadResources(TypedDict, total=False):
+    """``ray.resources``: the Ray head's {requests, limits, node_type}, read as a plain mapping."""
+
+    requests: Annotated[dict[str, Quantity], Field(description="Resource requests of the head (cpu, memory, ...).")]
+    limits: Annotated[dict[str, Quantity], Field(description="Resource limits of the head, same keys as requests.")]
+    node_type: Annotated[str, Field(description="EC2 instance type of the head node.")]
+
+
+@with_config(ConfigDict(extra="allow"))
+class RayValues(TypedDict, total=False):
+    """The ``ray`` block: free KubeRay settings, of which ``resources`` is read by every backend."""
+
+    resources: Annotated[HeadResources, Field(description="Resources of the Ray head: {requests, limits, node_type}.")]
+
+
 class Recipe(Model):
     """The values of one step. Which command block and extra blocks apply comes from the chart."""
 
@@ -343,7 +395,7 @@ class Recipe(Model):
         None, description="Elastic torchrun rendezvous (PyTorchJob elasticPolicy) of training/pytorchjob-elastic."
     )
     mpirun: MpiRun | None = Field(None, description="The MPIJob launcher: mpirun env and args, launcher pod, workers.")
-    ray: dict[str, Any] | None = Field(
+    ray: RayValues | None = Field(
         None, description="KubeRay settings: version, head (ports, resources), runtime env or serve config, env."
     )
     engine: dict[str, Any] | None = Field(
@@ -382,6 +434,9 @@ class Recipe(Model):
     hyperpod: dict[str, Any] | None = Field(
         None, description="SageMaker HyperPod overlay: {enabled, auto_restart (default true), max_retry, "
         "tolerations}: ml. instance types, the job auto-resume annotations, tolerations of HyperPod's taints."
+    )
+    sagemaker: SageMakerBlock | None = Field(
+        None, description="SageMaker backend settings: {inputs: [{name, uri}]}, the training job's data channels."
     )
     lws: dict[str, Any] | None = Field(
         None, description="LeaderWorkerSet settings: {size, worker_mode, master_port, rbac}."

@@ -58,11 +58,40 @@ class _Refused(Exception):
 
 class _Loader(yaml.SafeLoader):
     """The safe loader, refusing nesting deeper than :data:`MAX_DEPTH` while it composes (the
-    composer recurses once per level, so a deep document would otherwise end in a RecursionError)."""
+    composer recurses once per level, so a deep document would otherwise end in a RecursionError).
+
+    Values become what Helm reads from the same text: a timestamp stays its text (Helm's YAML reader keeps it
+    a string), ``!!binary`` and ``!!set`` are refused (no JSON value carries them), and a scalar its tag cannot
+    read (``!!int x``, ``!!bool maybe``, an integer of more than 4,300 digits) is refused at its line and field.
+    """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self.node_locs: dict[int, Loc] = {}
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (_Refused, yaml.YAMLError):
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError, IndexError) as exc:
+            shown = node.value if isinstance(node, yaml.ScalarNode) else node.id
+            shown = shown if len(shown) <= 40 else f"{shown[:37]}..."
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            detail = "an integer of more than 4,300 digits" if "4300" in str(exc) else f"{tag} {shown!r}"
+            raise _Refused(f"cannot read {detail}", node.start_mark.line + 1,
+                           self.node_locs.get(id(node), ())) from None
+
+    def _timestamp_text(self, node: yaml.ScalarNode) -> str:
+        self.construct_yaml_timestamp(node)  # raises on a malformed explicit !!timestamp
+        return str(node.value)
+
+    def _unsupported(self, node: yaml.Node) -> Any:
+        raise _Refused(f"{node.tag.replace('tag:yaml.org,2002:', '!!')} values are not supported: values are "
+                       "text, numbers, booleans, lists and mappings", node.start_mark.line + 1,
+                       self.node_locs.get(id(node), ()))
+
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         self._depth += 1
@@ -73,6 +102,11 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader._timestamp_text)
+_Loader.add_constructor("tag:yaml.org,2002:binary", _Loader._unsupported)
+_Loader.add_constructor("tag:yaml.org,2002:set", _Loader._unsupported)
 
 
 def _measure(root: yaml.Node) -> None:
@@ -115,8 +149,10 @@ def _measure(root: yaml.Node) -> None:
     visit(root, (), 1)
 
 
-def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int], issues: list[SpecIssue], file: str) -> None:
+def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int], issues: list[SpecIssue], file: str,
+          node_locs: dict[int, Loc]) -> None:
     lines.setdefault(loc, node.start_mark.line + 1)
+    node_locs.setdefault(id(node), loc)
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
@@ -127,11 +163,12 @@ def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int], issues: list[SpecIss
                 issues.append(SpecIssue(file, key_node.start_mark.line + 1, _fmt((*loc, key)), "duplicate key"))
             seen.add(key)
             lines[(*loc, key)] = key_node.start_mark.line + 1
-            _walk(value_node, (*loc, key), lines, issues, file)
+            node_locs.setdefault(id(key_node), (*loc, key))
+            _walk(value_node, (*loc, key), lines, issues, file, node_locs)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             lines[(*loc, index)] = item.start_mark.line + 1
-            _walk(item, (*loc, index), lines, issues, file)
+            _walk(item, (*loc, index), lines, issues, file, node_locs)
 
 
 def _fmt(loc: Loc) -> str:
@@ -143,6 +180,13 @@ def _fmt(loc: Loc) -> str:
 def _too_big(file: str, size: int | None) -> SpecError:
     amount = f"{size:,} bytes" if size is not None else f"more than {MAX_BYTES:,} bytes"
     return SpecError.single(file, f"YAML document refused: file too large ({amount}; the limit is {MAX_BYTES:,})")
+
+
+def _line_column(text: str | bytes, position: int) -> tuple[int, int]:
+    """The 1-based line and column of the character (or byte) at ``position`` of ``text``."""
+    newline = "\n" if isinstance(text, str) else b"\n"
+    line_start = text.rfind(newline, 0, position) + 1  # type: ignore[arg-type]
+    return text.count(newline, 0, position) + 1, position - line_start + 1  # type: ignore[arg-type]
 
 
 def parse_yaml(text: str, file: str) -> YamlDoc:
@@ -159,13 +203,18 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
         issues: list[SpecIssue] = []
         lines: dict[Loc, int] = {}
         if node is not None:
-            _walk(node, (), lines, issues, file)
+            _walk(node, (), lines, issues, file, loader.node_locs)
         if issues:
             raise SpecError(issues)
         # Built from the same node graph (after the walk: merge keys are flattened in place).
         data = loader.construct_document(node) if node is not None else None
     except _Refused as exc:
         raise SpecError.single(file, f"YAML document refused: {exc.message}", exc.line, _fmt(exc.loc)) from None
+    except yaml.reader.ReaderError as exc:
+        line, column = _line_column(text, exc.position)
+        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        raise SpecError.single(file, f"YAML syntax error: column {column}: character {char} (a control character) "
+                               "is not allowed", line) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -181,14 +230,19 @@ def load_yaml(path: str | Path) -> YamlDoc:
     """Read and parse a YAML file; a missing, unreadable or too large file raises :class:`SpecError`."""
     p = Path(path)
     try:
-        with p.open(encoding="utf-8") as fh:
-            text = fh.read(MAX_BYTES + 1)  # never more than the limit (a FIFO or /dev/zero ends too)
-        if len(text) > MAX_BYTES:
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)  # never more than the limit (a FIFO or /dev/zero ends too)
+        if len(raw) > MAX_BYTES:
             raise _too_big(str(path), p.stat().st_size if p.is_file() else None)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = _line_column(raw, exc.start)
+        raise SpecError.single(str(path), f"not UTF-8 text: column {column}: byte 0x{raw[exc.start]:02x} cannot "
+                               "be decoded (save the file as UTF-8)", line) from None
     except FileNotFoundError:
         raise SpecError.single(str(path), "file not found") from None
     except IsADirectoryError:
         raise SpecError.single(str(path), "is a directory, expected a YAML file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise SpecError.single(str(path), f"cannot read: {exc}") from None
     return parse_yaml(text, str(path))
