@@ -21,8 +21,10 @@ with spaces, the ``post_script`` lines, and removes the clone. Output is teed to
 process group of the script; the exit status is the command's.
 
 Before that it maps the scheduler's native variables (Slurm, Indexed Jobs, LeaderWorkerSet,
-MPI) onto the env contract ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``,
-``PET_MASTER_ADDR``, ``PET_MASTER_PORT``, so recipes never branch on the backend.
+MPI, SageMaker's ``resourceconfig.json`` / ``SM_HOSTS``) onto the env contract ``PET_NNODES``,
+``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``, so recipes never
+branch on the backend. On SageMaker it first waits (bounded by ``MLRECIPE_RESOLVE_TIMEOUT`` seconds)
+until the master's host name resolves, as SageMaker's hosts may not resolve at once.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +43,8 @@ import time
 STATUS_VAR = "__MLRECIPE_STATUS"
 GRACE_SECONDS = float(os.environ.get("MLRECIPE_STOP_GRACE", "15"))
 DEFAULT_MASTER_PORT = "29500"
+SAGEMAKER_RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
+NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
 
 
 def _first_slurm_host(nodelist: str) -> str:
@@ -54,16 +59,60 @@ def _first_slurm_host(nodelist: str) -> str:
     return nodelist.split(",")[0].split("[")[0]
 
 
-def map_env_contract(env: dict[str, str]) -> dict[str, str]:
+def sagemaker_hosts(
+    env: dict[str, str], resource_config: str = SAGEMAKER_RESOURCE_CONFIG
+) -> tuple[list[str], str] | None:
+    """SageMaker's sorted host list and the current host, from ``resourceconfig.json`` or ``SM_HOSTS`` /
+    ``SM_CURRENT_HOST``; ``None`` outside a SageMaker training container."""
+    config: dict = {}
+    if os.path.isfile(resource_config):
+        try:
+            with open(resource_config, encoding="utf-8") as fh:
+                config = json.load(fh)
+        except (OSError, ValueError) as exc:
+            sys.stderr.write(f"[mlrecipe] cannot read {resource_config}: {exc}\n")
+    hosts = config.get("hosts")
+    current = config.get("current_host")
+    if not hosts and env.get("SM_HOSTS"):
+        try:
+            hosts = json.loads(env["SM_HOSTS"])
+        except ValueError:
+            hosts = [h for h in env["SM_HOSTS"].split(",") if h]
+    current = current or env.get("SM_CURRENT_HOST")
+    if not hosts or not current or current not in hosts:
+        return None
+    return sorted(str(h) for h in hosts), str(current)
+
+
+def _local_gpus(env: dict[str, str]) -> int:
+    if env.get("SM_NUM_GPUS", "").isdigit():
+        return int(env["SM_NUM_GPUS"])
+    try:
+        return len(os.listdir(NVIDIA_GPUS_DIR))
+    except OSError:
+        return 0
+
+
+def map_env_contract(env: dict[str, str], resource_config: str = SAGEMAKER_RESOURCE_CONFIG) -> dict[str, str]:
     """Return the variables to add so that the PET_* env contract holds in ``env``.
 
     Values already present win: the Kubeflow operator and the local backend set them directly.
+    In a SageMaker training container (``resource_config`` exists, or ``SM_HOSTS``/``SM_CURRENT_HOST``
+    are set) the nodes are SageMaker's hosts, sorted; the master is the first host.
     """
     add: dict[str, str] = {}
 
     def put(key: str, value: str | None) -> None:
         if value is not None and key not in env and key not in add:
             add[key] = value
+
+    found = sagemaker_hosts(env, resource_config)
+    if found is not None:
+        hosts, current = found
+        put("PET_NNODES", str(len(hosts)))
+        put("PET_NODE_RANK", str(hosts.index(current)))
+        put("PET_MASTER_ADDR", hosts[0])
+        put("PET_NPROC_PER_NODE", str(max(_local_gpus(env), 1)))
 
     if "SLURM_JOB_ID" in env and "SLURM_NODEID" in env:
         put("PET_NNODES", env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES"))
@@ -84,7 +133,28 @@ def map_env_contract(env: dict[str, str]) -> dict[str, str]:
     put("PET_NODE_RANK", "0")
     put("PET_MASTER_ADDR", "127.0.0.1")
     put("PET_MASTER_PORT", DEFAULT_MASTER_PORT)
+    if "PET_RDZV_BACKEND" in env or "PET_RDZV_BACKEND" in add:
+        merged = {**env, **add}
+        put("PET_RDZV_ENDPOINT", f"{merged['PET_MASTER_ADDR']}:{merged['PET_MASTER_PORT']}")
     return add
+
+
+def wait_for_host(host: str, timeout: float, interval: float = 1.0, resolve=socket.getaddrinfo) -> str | None:
+    """Wait until ``host`` resolves, at most ``timeout`` seconds; ``None`` when it does, else the last error."""
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        try:
+            resolve(host, None)
+            return None
+        except OSError as exc:
+            error = f"{exc}"
+        if time.monotonic() + interval > deadline:
+            return error
+        if not said:
+            sys.stderr.write(f"[mlrecipe] waiting for host {host} to resolve (up to {timeout:.0f} s): {error}\n")
+            said = True
+        time.sleep(interval)
 
 
 def build_script(program: dict) -> str:
@@ -180,6 +250,13 @@ def run(program: dict, env: dict[str, str] | None = None) -> int:
     """Run one step program in this node and return the command's exit status."""
     env = dict(os.environ if env is None else env)
     env.update(map_env_contract(env))
+    if sagemaker_hosts(env) is not None:
+        timeout = float(env.get("MLRECIPE_RESOLVE_TIMEOUT", "300"))
+        error = wait_for_host(env["PET_MASTER_ADDR"], timeout)
+        if error is not None:
+            sys.stderr.write(f"[mlrecipe] error: the master host {env['PET_MASTER_ADDR']} did not resolve within "
+                             f"{timeout:.0f} s (MLRECIPE_RESOLVE_TIMEOUT): {error}\n")
+            return 1
     env.setdefault("MLRECIPE_RELEASE", str(program.get("release", "")))
     env.setdefault("MLRECIPE_STEP", str(program.get("step", "")))
     env.setdefault("HOSTNAME", os.uname().nodename)
