@@ -6,6 +6,7 @@ Every problem of every input is collected and reported at once with file, line a
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from mlrecipe.spec.launcher import expand_launcher
 from mlrecipe.spec.matrix import MatrixPoint, expand_matrix, group_heads, wire
 from mlrecipe.spec.pipeline import Pipeline, Sweep
 from mlrecipe.spec.recipe import COMMAND_BLOCKS, Recipe
-from mlrecipe.spec.values import deep_merge, parse_sets
+from mlrecipe.spec.values import deep_merge, parse_sets, set_roots
 from mlrecipe.spec.yamlfile import Loc, YamlDoc, load_yaml
 
 
@@ -281,6 +282,27 @@ def _order_steps(steps: list[StepSpec], doc: YamlDoc) -> tuple[list[StepSpec], l
     return ordered, issues
 
 
+def _unknown_set_steps(sets: list[str], overrides: dict[str, Any], names: list[str]) -> list[SpecIssue]:
+    """A pipeline's ``--set`` expressions start with a step name (``train.resources.nnodes=2``): one that names no
+    step, or sets a step to a plain value, would be ignored; each is an issue naming the expression and the steps."""
+    if not overrides:
+        return []
+    issues: list[SpecIssue] = []
+    steps = ", ".join(names)
+    for root, exprs in set_roots(sets).items():
+        for expr in exprs:
+            if root not in names:
+                close = difflib.get_close_matches(root.lower(), names, n=1, cutoff=0.6)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                issues.append(SpecIssue("--set", None, expr, f"no step '{root}' in this pipeline{hint}: a pipeline's "
+                                        f"--set starts with a step name ({names[0]}.resources.nnodes=2); steps: "
+                                        f"{steps}"))
+            elif not isinstance(overrides.get(root), dict):
+                issues.append(SpecIssue("--set", None, expr, f"sets step '{root}' to a plain value: give a field of "
+                                        f"the step ({root}.resources.nnodes=2)"))
+    return issues
+
+
 def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpec:
     """Load and validate a pipeline file and every recipe it names; all issues at once."""
     doc = load_yaml(path)
@@ -302,7 +324,12 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
         seen.setdefault(st.name, i)
     variants, matrix_issues = expand_matrix(pipeline, doc)
     issues.extend(matrix_issues)
-    overrides = parse_sets(sets or [])
+    try:
+        overrides = parse_sets(sets or [])
+    except SpecError as exc:
+        issues.extend(exc.issues)
+        overrides = {}
+    issues.extend(_unknown_set_steps(sets or [], overrides, [st.name for st in pipeline.steps]))
     base = Path(path).resolve().parent
     steps: list[StepSpec] = []
     for i, st in enumerate(pipeline.steps):
@@ -323,7 +350,8 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
         if st.values:
             step_sources.entries.append((doc, ("steps", i, "values"), f"steps[{i}].values"))
             values = deep_merge(values, st.values)
-        values = deep_merge(values, overrides.get(st.name, {}) if isinstance(overrides.get(st.name), dict) else {})
+        step_sets = overrides.get(st.name)
+        values = deep_merge(values, step_sets if isinstance(step_sets, dict) else {})
         for variant in variants[i]:
             step, step_issues = build_step(
                 variant.name, st.chart, deep_merge(values, variant.values) if variant.values else values,
