@@ -21,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from mlrecipe.backends.common import free_port
+from mlrecipe.backends.host.ports import free_port
 from tests.conftest import EXAMPLES
 from tests.integration.helpers import cli, release_processes
 

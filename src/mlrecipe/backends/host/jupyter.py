@@ -13,8 +13,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from mlrecipe.backends.common import free_port
 from mlrecipe.backends.host.launches import HostLaunch
+from mlrecipe.backends.host.ports import free_port
 from mlrecipe.notebook.htpasswd import Htpasswd, HtpasswdError
 from mlrecipe.spec.load import StepSpec
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +33,10 @@ class Mount:
     fill_files: tuple[str, ...] = ()
 
 
-def plan_mounts(recipe: Recipe, root: Path, scratch: Path) -> tuple[list[Mount], dict[str, str]]:
-    """Bind mounts for ``recipe`` and the extra env (TMPDIR for an ebs volume at /tmp)."""
-    mounts = [Mount(root / pvc.name, pvc.mount_path) for pvc in recipe.pvc]
+def plan_mounts(recipe: Recipe, pvc_source: Callable[[str], Path], scratch: Path) -> tuple[list[Mount], dict[str, str]]:
+    """Bind mounts for ``recipe`` (each pvc's directory from ``pvc_source(name)``) and the extra env (TMPDIR for an
+    ebs volume at /tmp)."""
+    mounts = [Mount(pvc_source(pvc.name), pvc.mount_path) for pvc in recipe.pvc]
     env: dict[str, str] = {}
     if recipe.ebs is not None:
         if recipe.ebs.mount_path.rstrip("/") == "/tmp":

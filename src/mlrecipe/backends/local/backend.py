@@ -15,36 +15,26 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import sys
 import uuid
 from pathlib import Path
 
 from mlrecipe.backends.base import Backend, ReleaseContext
-from mlrecipe.backends.common import contract_env, free_port, recipe_env, step_program
-from mlrecipe.backends.host import framework_needs, triton
 from mlrecipe.backends.host.devices import Gpu, neuron_devices, visible_gpus
 from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
-from mlrecipe.backends.host.launch_env import mpi_env
-from mlrecipe.backends.host.launches import host_launch, launch_problems
-from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
-from mlrecipe.backends.host.volumes import (
-    describe_framework_mount,
-    framework_mount,
-    mount_problems,
-    plan_mounts,
-    prepare_mounts,
-    wrap_argv,
-)
+from mlrecipe.backends.host.launches import launch_problems
+from mlrecipe.backends.host.ports import free_port
+from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
+from mlrecipe.backends.host.serving import server_problems
+from mlrecipe.backends.host.volumes import mount_problems, prepare_mounts
 from mlrecipe.backends.local import procs
 from mlrecipe.backends.local.cpus import CpuSlots
 from mlrecipe.backends.local.devices import fit_problems, plan_devices
 from mlrecipe.backends.local.gpu_lease import busy_message, is_free
 from mlrecipe.backends.local.handle import LocalHandle
 from mlrecipe.backends.local.options import RANKS_PER_CPU, LocalOptions
-from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch, ServerLaunch
+from mlrecipe.backends.local.plan import LocalPlan, LocalSlots, render
 from mlrecipe.backends.local.running import LocalRunningStep
 from mlrecipe.errors import BackendError
-from mlrecipe.runtime import RUNTIME_PATH
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -107,84 +97,24 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
                 f"starts on this machine ({limit}: {where}); lower resources.nnodes or nproc_per_node (e.g. --set "
                 f"resources.nnodes=1), or raise the limit with --backend-opt max_ranks={ranks}"]
 
-    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> LocalPlan:
-        step_dir = ctx.step_dir(step.name)
-        port = self.options.master_port or free_port()
-        program = step_program(step, ctx)
+    def placement(self) -> HostPlacement:
+        """How this backend places a step's image and volumes on this machine."""
         images = ImageEnvironments(self.options.images, mapped_note="image {image} runs in the local environment "
                                    "{prefix}", unmapped_note="image {image} is not pulled: the step runs in this "
                                    "machine's environment", known=known_images())
-        python, image_note = images.resolve(step.recipe.image_name)
-        notes = [image_note] if image_note else []
-        scratch = step_dir / "scratch"
-        mounts, volume_env = plan_mounts(step.recipe, self.options.volume_root(), scratch)
-        scripts = framework_mount(step, step_dir)
-        if self.options.volumes == "none":
-            mounts = []
-            if scripts is not None:
-                notes.append(f"local.volumes is none: {scripts.target} is not set up; the framework scripts are in "
-                             f"{scripts.fill_from}")
-        elif scripts is not None:
-            mounts.append(scripts)
-            notes.append(describe_framework_mount(scripts))
-        files: dict[Path, str] = {}
-        launch = host_launch(step, step_dir)
-        wrapper: list[str] = []
-        if launch is not None:
-            if launch.command:
-                program.update(command=launch.command, args=launch.args)
-            mounts, files, wrapper = mounts + launch.mounts, launch.files, launch.wrapper
-            notes += launch.notes
+        root = self.options.volume_root()
+        return HostPlacement(images, lambda pvc: root / pvc, self.options.volumes != "none", "local.volumes")
+
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> LocalPlan:
+        port = self.options.master_port or free_port()
+        request = HostStepRequest.from_step(step, ctx, self.placement())
         launches = 1 if step.chart.kind in ONE_LAUNCH else step.recipe.resources.nnodes
         lease_dir = self.options.lease_dir()
         devices = plan_devices(step, self.options, self.gpus(), lambda gpu: is_free(lease_dir, gpu), launches,
                                self.neuron_cores())
-        notes += devices.notes
-        extra = {**volume_env, "PATH": f"{python.bin_dir}:{os.environ.get('PATH', '')}", **python.env(),
-                 **(env or {})}
-        if step.chart.kind is StepKind.MPI:  # one launcher: mpirun starts every rank on this machine
-            extra["MLRECIPE_HOSTFILE"] = str(step_dir / "hostfile")
-            extra.update({k: v for k, v in mpi_env().items() if k not in extra})
-        server = None
-        if step.chart.kind is StepKind.SERVER:
-            server_port = fixed_probe_port(step) or self.options.server_port or port
-            scheme = "https" if step.chart.tls else "http"
-            server = ServerLaunch(url=f"{scheme}://127.0.0.1:{server_port}", readiness=readiness(step))
-            extra.update({"PORT": str(server_port), "MLRECIPE_SERVER_PORT": str(server_port),
-                          "MLRECIPE_SERVER_HOST": "127.0.0.1"})
-            notes.append(f"step {step.name} serves on {server.url}: ready when GET {server.health_url} answers 2xx "
-                         f"(within {server.ready_timeout:.0f} s); it runs until 'mlrecipe uninstall {ctx.release}'")
-        user_env = recipe_env(step, ctx)
-        nodes = []
-        for rank in range(launches):
-            node_env = {
-                **extra,
-                **devices.node_env(rank),
-                **user_env,
-                **contract_env(step, ctx, rank, "127.0.0.1", port),
-                "HOSTNAME": f"{ctx.release}-{step.name}-{rank}"[:63],
-            }
-            runtime = [sys.executable, str(RUNTIME_PATH), str(step_dir / "program.json")]
-            argv = wrap_argv([*wrapper, *runtime], mounts)
-            nodes.append(NodeLaunch(rank, argv, node_env, step_dir / f"node-{rank}.log"))
-        return LocalPlan(
-            step=step.name,
-            chart=step.chart.name,
-            program=program,
-            program_path=step_dir / "program.json",
-            nodes=nodes,
-            nnodes=step.recipe.resources.nnodes,
-            notes=notes,
-            mounts=mounts,
-            scratch=scratch,
-            server=server,
-            files=files,
-            python=python,
-            needs=tuple(dict.fromkeys(step.chart.host_needs + triton.needs(step) + framework_needs.needs(step))),
-            devices=devices,
-            release=ctx.release,
-            ranks=0 if server is not None else math.prod(self._shape(step)),
-        )
+        server_port = (request.fixed_port or self.options.server_port or port) if request.readiness else None
+        slots = LocalSlots(port, launches, devices, server_port, math.prod(self._shape(step)))
+        return render(request, slots, ctx.release, dict(env or {}))
 
     def preflight(self, plan: LocalPlan) -> list[str]:
         """Machine problems that stop the plan before it starts: mounts, packages the chart needs."""

@@ -1,20 +1,26 @@
-"""The local plan: one step runtime per node, as exact argv + env, and the generated script."""
+"""The local plan: one step runtime per node, as exact argv + env, and the generated script; rendered from the
+step's :class:`~mlrecipe.backends.host.request.HostStepRequest` by :func:`render`."""
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.base import Plan
 from mlrecipe.backends.host.images import PythonEnvironment
+from mlrecipe.backends.host.launch_env import mpi_env
+from mlrecipe.backends.host.request import HostStepRequest
 from mlrecipe.backends.host.serving import Readiness
 from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.backends.local.devices import DevicePlan
-from mlrecipe.runtime import step_runtime
+from mlrecipe.runtime import RUNTIME_PATH, step_runtime
 from mlrecipe.secrets import redact_env
+from mlrecipe.spec.catalog import StepKind
 
 
 @dataclass
@@ -107,3 +113,57 @@ class LocalPlan(Plan):
         tmp = self.program_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.program, indent=2, sort_keys=True), encoding="utf-8")
         tmp.replace(self.program_path)
+
+
+@dataclass(frozen=True)
+class LocalSlots:
+    """What the local backend chose for a step on this machine: its master port, its node launches (1 when mpirun
+    or a Ray cluster starts every node), their devices, a server's port and the CPUs the step holds."""
+
+    master_port: int
+    launches: int
+    devices: DevicePlan
+    server_port: int | None
+    ranks: int
+
+
+def render(request: HostStepRequest, slots: LocalSlots, release: str, env: dict[str, str]) -> LocalPlan:
+    """The local plan of ``request``: one step runtime per node launch, ``env`` (earlier steps' outputs) added."""
+    step = request.step
+    server = _server(request, slots.server_port)
+    notes = [*request.notes, *request.launch_notes, *slots.devices.notes]
+    if server is not None:
+        notes.append(f"step {step.name} serves on {server.url}: ready when GET {server.health_url} answers 2xx "
+                     f"(within {server.ready_timeout:.0f} s); it runs until 'mlrecipe uninstall {release}'")
+    shared = _shared_env(request, env, slots.server_port if server is not None else None)
+    argv = request.runtime_argv(request.wrapper, sys.executable, RUNTIME_PATH)
+    nodes = [NodeLaunch(rank, argv, {**shared, **slots.devices.node_env(rank), **request.recipe_env,
+                                     **request.contract_env, **request.node_env(rank, "127.0.0.1", slots.master_port),
+                                     "HOSTNAME": f"{release}-{step.name}-{rank}"[:63]},
+                        request.step_dir / f"node-{rank}.log")
+             for rank in range(slots.launches)]
+    return LocalPlan(step=step.name, chart=step.chart.name, program=request.program,
+                     program_path=request.program_path, nodes=nodes, nnodes=request.nnodes, notes=notes,
+                     mounts=list(request.mounts), scratch=request.scratch, server=server, files=dict(request.files),
+                     python=request.python, needs=request.needs, devices=slots.devices, release=release,
+                     ranks=0 if server is not None else slots.ranks)
+
+
+def _server(request: HostStepRequest, port: int | None) -> ServerLaunch | None:
+    if request.readiness is None or port is None:
+        return None
+    scheme = "https" if request.step.chart.tls else "http"
+    return ServerLaunch(url=f"{scheme}://127.0.0.1:{port}", readiness=request.readiness)
+
+
+def _shared_env(request: HostStepRequest, env: dict[str, str], server_port: int | None) -> dict[str, str]:
+    """The env every node launch gets before its devices and the contract: volumes, PATH, image, MPI, server."""
+    python = request.python
+    out = {**request.volume_env, "PATH": f"{python.bin_dir}:{os.environ.get('PATH', '')}", **python.env(), **env}
+    if request.kind is StepKind.MPI:  # one launcher: mpirun starts every rank on this machine
+        out["MLRECIPE_HOSTFILE"] = str(request.step_dir / "hostfile")
+        out.update({k: v for k, v in mpi_env().items() if k not in out})
+    if server_port is not None:
+        port = str(server_port)
+        out.update({"PORT": port, "MLRECIPE_SERVER_PORT": port, "MLRECIPE_SERVER_HOST": "127.0.0.1"})
+    return out

@@ -14,89 +14,24 @@ environment, never the script on disk. Settings: :mod:`mlrecipe.backends.slurm.c
 
 from __future__ import annotations
 
-import json
 import os
-import shlex
 import shutil
-from pathlib import Path
 
 from mlrecipe.backends.base import Backend, ReleaseContext
-from mlrecipe.backends.common import contract_env, recipe_env, step_program
-from mlrecipe.backends.host import rayjob, resources
+from mlrecipe.backends.host import resources
 from mlrecipe.backends.host.images import ImageEnvironments
-from mlrecipe.backends.host.launch_env import device_env, mpi_env
-from mlrecipe.backends.host.launches import host_launch, launch_problems
-from mlrecipe.backends.host.serving import fixed_probe_port, readiness, server_problems
-from mlrecipe.backends.host.volumes import (
-    Mount,
-    describe_framework_mount,
-    framework_mount,
-    mount_problems,
-    plan_mounts,
-    prepare_mounts,
-    wrap_argv,
-)
-from mlrecipe.backends.slurm import chain, scontrol
+from mlrecipe.backends.host.launches import launch_problems
+from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
+from mlrecipe.backends.host.serving import server_problems
+from mlrecipe.backends.host.volumes import mount_problems, prepare_mounts
+from mlrecipe.backends.slurm import chain, job, scontrol
 from mlrecipe.backends.slurm.handle import SlurmHandle
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.plan import SlurmPlan
 from mlrecipe.backends.slurm.running import SlurmRunningStep
-from mlrecipe.backends.slurm.script import NODE_WRAPPER, BatchScript, rank_mounts_script, server_lines
 from mlrecipe.errors import ResourceError
-from mlrecipe.runtime import RAY_CLUSTER_PATH
-from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
-
-PER_NODE = ("PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_RDZV_ENDPOINT")
-
-
-def wants_requeue(step: StepSpec) -> bool:
-    """The recipe asks to be retried (``backoff_limit`` or elastic ``max_restarts``): requeue on node failure."""
-    policy = step.recipe.elastic_policy
-    return bool(step.recipe.backoff_limit) or bool(policy and policy.max_restarts)
-
-
-def sbatch_options(
-    step: StepSpec, cfg: SlurmOptions, step_dir: Path, job_name: str
-) -> tuple[list[str], int | None, list[str]]:
-    """The ``#SBATCH`` options of a step, its GPUs per node, and notes on what has no Slurm equivalent."""
-    res = step.recipe.resources
-    mpi = step.chart.kind is StepKind.MPI
-    per_node = res.nproc_per_node if mpi else 1
-    opts = [
-        f"--job-name={job_name}",
-        f"--nodes={res.nnodes}",
-        f"--ntasks-per-node={per_node}",
-    ]
-    cpus = resources.cpus(res)
-    if cpus is not None:
-        opts.append(f"--cpus-per-task={max(1, -(-cpus // per_node))}")
-    mem = resources.memory_mb(res)
-    if mem is not None:
-        opts.append(f"--mem={mem}M")
-    gpus = cfg.gpus_per_node if cfg.gpus_per_node is not None else resources.gpus(res)
-    if gpus:
-        opts.append(f"--gpus-per-node={gpus}")
-    for name in ("partition", "account", "qos", "time"):
-        value = getattr(cfg, name)
-        if value:
-            opts.append(f"--{name}={value}")
-    opts.append("--requeue" if wants_requeue(step) else "--no-requeue")
-    opts += ["--open-mode=append", f"--output={step_dir / 'batch.log'}"]
-    opts += [o if o.startswith("-") else f"--{o}" for o in cfg.extra_sbatch]
-    notes = [f"resources {k} has no Slurm equivalent here and is ignored" for k in resources.unmapped(res)]
-    if res.node_type:
-        notes.append(f"node_type {res.node_type} is not mapped: select nodes with slurm.extra_sbatch (--constraint)")
-    return opts, gpus, notes
-
-
-#: Runs ``ray start ...`` ("$@") on an allocated node with its own temp dir and agent port, so that worker nodes
-#: sharing a host (a head's host, a test cluster's nodes) do not share sockets.
-RAY_WORKER_SCRIPT = (
-    'port=$(python3 -c "import socket; s = socket.socket(); s.bind((\'\', 0)); print(s.getsockname()[1])"); '
-    'exec "$@" --temp-dir="/tmp/mlrecipe-ray/${SLURM_JOB_ID}-${SLURM_PROCID}" --dashboard-agent-listen-port="$port"'
-)
 
 
 class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
@@ -124,133 +59,14 @@ class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
             problems.append(str(exc))
         return problems
 
+    def placement(self) -> HostPlacement:
+        """How this backend places a step: its image map, the pvc volumes' shared directories on the nodes."""
+        return HostPlacement(ImageEnvironments(self.options.images), self.options.volume_source,
+                             self.options.mount != "none", "slurm.mount",
+                             " on every node (the step directory is shared)")
+
     def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> SlurmPlan:
-        cfg = self.options
-        step_dir = ctx.step_dir(step.name)
-        recipe = step.recipe
-        mpi = step.chart.kind is StepKind.MPI
-        opts, gpus, notes = sbatch_options(step, cfg, step_dir, f"{ctx.release}-{step.name}")
-        python, image_note = ImageEnvironments(cfg.images).resolve(recipe.image_name)
-        notes += [image_note] if image_note else []
-        mounts, volume_env = self._mounts(step, step_dir)
-        scripts = framework_mount(step, step_dir)
-        if scripts is not None and cfg.mount != "none":
-            mounts.append(scripts)
-            notes.append(describe_framework_mount(scripts) + " on every node (the step directory is shared)")
-        elif scripts is not None:
-            notes.append(f"slurm.mount is none: {scripts.target} is not set up; the framework scripts are in "
-                         f"{scripts.fill_from}")
-        program = step_program(step, ctx)
-        extra_files: dict[Path, str] = {}
-        launch = host_launch(step, step_dir)
-        if launch is not None:
-            if launch.command:
-                program.update(command=launch.command, args=launch.args)
-            mounts, extra_files = mounts + launch.mounts, dict(launch.files)
-        extra = {**volume_env, **python.env(), **device_env(bool(gpus))}
-        if mpi:
-            extra.update(mpi_env())
-            notes.append("MPI ranks start through mpirun inside the allocation (Open MPI launches its daemons "
-                         "with srun)")
-            if mounts:
-                agent = step_dir / "rank-mounts.sh"
-                extra_files[agent] = rank_mounts_script(mounts)
-                extra["OMPI_MCA_orte_launch_agent"] = f"{agent} orted"
-                notes.append("the ranks on the other nodes see the pvc mount paths too (mpirun's launch agent "
-                             f"{agent.name} binds them)")
-        contract = contract_env(step, ctx, 0, "", 0)
-        for key in PER_NODE:
-            contract.pop(key, None)
-        job_env = {**extra, **(env or {}), **recipe_env(step, ctx), **contract}
-        secrets = {k: v for k, v in job_env.items() if v and is_secret_name(k)}
-        for key in secrets:
-            job_env.pop(key)
-            notes.append(f"{key} is passed to the job from the submitting environment; its value is not written "
-                         "into the batch script")
-        ready, url_file, pre_launch = None, None, []
-        if step.chart.kind is StepKind.SERVER:
-            ready, url_file = readiness(step), step_dir / "server.url"
-            port = fixed_probe_port(step) or cfg.server_port
-            pre_launch = server_lines(int(port) if port else None, str(url_file))
-            notes.append(f"step {step.name} serves on its node's address (NodeAddr), port "
-                         f"{port or 'chosen on the node'}: ready when GET {ready.path} answers 2xx within "
-                         f"{ready.timeout:.0f} s of the job running; it runs until 'mlrecipe uninstall {ctx.release}' "
-                         "(or the job's time limit)")
-        program_path = step_dir / "program.json"
-        runtime_path = step_dir / "step_runtime.py"
-        ray_wrapper: list[str] = []
-        if step.chart.kind is StepKind.RAY:
-            ray_wrapper = self._ray_cluster(step, step_dir, mounts, extra_files, notes)
-        launch_lines, redirect, nodes = self._launch(step, step_dir, mounts, program_path, runtime_path, ray_wrapper)
-        script = BatchScript(
-            header=[f"mlrecipe: step {step.name} ({step.chart.name}) of release {ctx.address}, "
-                    f"{recipe.resources.nnodes} node(s) x {recipe.resources.nproc_per_node} process(es)"],
-            sbatch=opts,
-            env={k: v for k, v in job_env.items() if k != "PATH"},
-            path_prefix=None if "PATH" in job_env else str(python.bin_dir),
-            master_port=cfg.master_port,
-            elastic=step.chart.kind is StepKind.TORCH_ELASTIC,
-            launch=launch_lines,
-            redirect=redirect,
-            comments=[f"note: {n}" for n in notes],
-            pre_launch=pre_launch,
-        )
-        if "PATH" in job_env:
-            script.env["PATH"] = job_env["PATH"]
-        return SlurmPlan(
-            step=step.name,
-            chart=step.chart.name,
-            script=script.render(),
-            script_path=step_dir / "job.sbatch",
-            program=program,
-            program_path=program_path,
-            runtime_path=runtime_path,
-            step_dir=step_dir,
-            nodes=nodes,
-            nnodes=recipe.resources.nnodes,
-            mounts=mounts,
-            notes=notes,
-            base_env=dict(env or {}),
-            secret_env=secrets,
-            extra_files=extra_files,
-            readiness=ready,
-            url_file=url_file,
-        )
-
-    def _mounts(self, step: StepSpec, step_dir: Path) -> tuple[list[Mount], dict[str, str]]:
-        """The pvc binds (from the shared directories the options name) and the ebs scratch of a step."""
-        recipe = step.recipe
-        mounts, volume_env = plan_mounts(recipe, Path("/"), step_dir / "scratch")
-        pvcs = [Mount(self.options.volume_source(p.name), p.mount_path) for p in recipe.pvc]
-        mounts = pvcs + mounts[len(recipe.pvc):]
-        return ([] if self.options.mount == "none" else mounts), volume_env
-
-    @staticmethod
-    def _ray_cluster(step: StepSpec, step_dir: Path, mounts: list[Mount], files: dict[Path, str],
-                     notes: list[str]) -> list[str]:
-        """A RayJob in the allocation: the head and the driver on the batch host, one worker node per allocated node
-        (``srun``, with the step's mounts); the files it needs and the argv prefix of its driver."""
-        nnodes = step.recipe.resources.nnodes
-        launcher = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
-                    *wrap_argv(["sh", "-c", RAY_WORKER_SCRIPT, "mlrecipe-ray-worker"], mounts)]
-        spec_path, program = step_dir / "ray" / "cluster.json", step_dir / "ray_cluster.py"
-        files[spec_path] = json.dumps(rayjob.remote_workers(step, launcher), indent=2)
-        files[program] = RAY_CLUSTER_PATH.read_text(encoding="utf-8")
-        notes.append(f"step {step.name} runs as a Ray job: the Ray head and the driver on the first node, a worker "
-                     f"node on each of the {nnodes} allocated node(s) (srun ... ray start --block)")
-        return rayjob.wrapper(program, spec_path)
-
-    def _launch(self, step: StepSpec, step_dir: Path, mounts: list[Mount], program_path: Path,
-                runtime_path: Path, ray_wrapper: list[str]) -> tuple[list[list[str]], str, list[int]]:
-        """The launch lines of the batch script, its redirect, and the ranks that write node logs."""
-        argv = wrap_argv([*NODE_WRAPPER, *ray_wrapper, "python3", str(runtime_path), str(program_path)], mounts)
-        if step.chart.kind in (StepKind.MPI, StepKind.RAY):  # runs once: mpirun / Ray start the other nodes' work
-            return [argv], f">> {shlex.quote(str(step_dir / 'node-0.log'))} 2>&1", [0]
-        nnodes = step.recipe.resources.nnodes
-        srun = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1",
-                "--kill-on-bad-exit=1", "--open-mode=append", f"--output={step_dir / 'node-%n.log'}",
-                *self.options.srun_args]
-        return [srun, argv], "", list(range(nnodes))
+        return job.render(HostStepRequest.from_step(step, ctx, self.placement()), self.options, ctx, dict(env or {}))
 
     def preflight(self, plan: SlurmPlan) -> list[str]:
         """Machine problems that stop the plan before it is submitted."""

@@ -1,8 +1,12 @@
-"""Pieces every backend shares: the step program, the recipe env and the env contract."""
+"""What a host step's runtime gets: the step program, the recipe's env and the env contract of DESIGN.md.
+
+The contract is split where the backends differ: :func:`contract_env` holds what every node of the step shares,
+:func:`node_contract_env` what differs per node (its rank and the master's address), which the local backend knows
+when it plans and a Slurm job only once it runs (its batch script computes them).
+"""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 from mlrecipe.backends.base import ReleaseContext
@@ -12,7 +16,7 @@ from mlrecipe.spec.load import StepSpec
 
 
 def step_program(step: StepSpec, ctx: ReleaseContext) -> dict[str, Any]:
-    """The step program (JSON) the runtime executes; the same on every backend."""
+    """The step program (JSON) the runtime executes; the same on every host backend."""
     recipe = step.recipe
     git = recipe.git.model_dump() if recipe.git.repo_url else None
     values = step.chart_values()
@@ -45,24 +49,13 @@ def recipe_env(step: StepSpec, ctx: ReleaseContext) -> dict[str, str]:
         values = expand_templates(values, step.chart_values(), ctx.release, ctx.namespace)
     return dict(zip(names, values, strict=True))
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
-
-def contract_env(
-    step: StepSpec, ctx: ReleaseContext, rank: int, master_addr: str, master_port: int
-) -> dict[str, str]:
-    """The env contract of DESIGN.md for node ``rank``."""
+def contract_env(step: StepSpec, ctx: ReleaseContext) -> dict[str, str]:
+    """The env contract every node of ``step`` shares (sizes, release, step, backend, metrics file, rendezvous)."""
     res = step.recipe.resources
     env = {
         "PET_NNODES": str(res.nnodes),
         "PET_NPROC_PER_NODE": str(res.nproc_per_node),
-        "PET_NODE_RANK": str(rank),
-        "PET_MASTER_ADDR": master_addr,
-        "PET_MASTER_PORT": str(master_port),
         "MLRECIPE_RELEASE": ctx.release,
         "MLRECIPE_NAMESPACE": ctx.namespace,
         "MLRECIPE_STEP": step.name,
@@ -77,7 +70,14 @@ def contract_env(
             env["PET_NPROC_PER_NODE"] = str(policy.nproc_per_node)
         env["PET_NNODES"] = f"{lo}:{hi}" if lo != hi else str(lo)
         env["PET_RDZV_BACKEND"] = policy.rdzv_backend if policy else "c10d"
-        env["PET_RDZV_ENDPOINT"] = f"{master_addr}:{master_port}"
         env["PET_RDZV_ID"] = f"{ctx.release}-{step.name}"
         env["PET_MAX_RESTARTS"] = str(policy.max_restarts if policy else 0)
+    return env
+
+
+def node_contract_env(step: StepSpec, rank: int, master_addr: str, master_port: int) -> dict[str, str]:
+    """The env contract of node ``rank``: its rank and the master's address (the rendezvous endpoint if elastic)."""
+    env = {"PET_NODE_RANK": str(rank), "PET_MASTER_ADDR": master_addr, "PET_MASTER_PORT": str(master_port)}
+    if step.chart.kind is StepKind.TORCH_ELASTIC:
+        env["PET_RDZV_ENDPOINT"] = f"{master_addr}:{master_port}"
     return env
