@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mlrecipe.backends.kubernetes.secrets import ENV_PATHS
+from mlrecipe.backends.kubernetes import ENV_PATHS
 from mlrecipe.errors import BackendError, UserError
 
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from mlrecipe.backends.kubernetes.secrets import ENV_PATHS, lift_ray_env_vars, split_values
+from mlrecipe.backends.kubernetes import ENV_PATHS, lift_ray_env_vars, split_values
 from mlrecipe.errors import SecretConflictError
 from mlrecipe.spec.errors import SpecError, SpecIssue
 from mlrecipe.spec.load import ReleaseSpec, StepSpec

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mlrecipe.backends.local.options import LocalOptions
+from mlrecipe.backends.local import LocalOptions
 from mlrecipe.infra.doctor.base import Check, CheckResult
 from mlrecipe.infra.doctor.probes import nvidia_gpus
 from mlrecipe.infra.doctor.requirements import GPU, NEURON_RESOURCES, PACKAGES, Requirements
@@ -179,7 +179,7 @@ def _volume_root_check() -> Check:
 
 def _mounts_check(req: Requirements) -> Check:
     def probe() -> CheckResult:
-        from mlrecipe.backends.host.volumes import Mount, mount_problems
+        from mlrecipe.backends.local import Mount, mount_problems
         from mlrecipe.errors import MlrecipeError
 
         try:
