@@ -92,6 +92,9 @@ class StepOutcome:
     failed_rank: int | None = None
     log_tail: list[str] = field(default_factory=list)
     url: str | None = None  #: a serving step's URL, once it is ready
+    #: Typed outputs of a finished step (name -> value, e.g. ``model_artifacts``): recorded in the release state
+    #: and given to later steps as ``MLRECIPE_<STEP>_<NAME>``.
+    outputs: dict[str, str] = field(default_factory=dict)
 
 
 class BackendOptions(Model):

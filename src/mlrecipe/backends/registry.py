@@ -12,6 +12,7 @@ BACKENDS: dict[str, str] = {
     "local": "mlrecipe.backends.local.backend:LocalBackend",
     "kubernetes": "mlrecipe.backends.kubernetes.backend:KubernetesBackend",
     "slurm": "mlrecipe.backends.slurm.backend:SlurmBackend",
+    "sagemaker": "mlrecipe.backends.sagemaker.backend:SageMakerBackend",
 }
 
 DEFAULT_BACKEND = "local"

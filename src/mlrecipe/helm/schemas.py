@@ -128,6 +128,11 @@ COMMON: dict[str, Any] = {
     "kueue": obj({"queue_name": S, "priority_class": S}, "Kueue queue-name / priority-class labels."),
     "hyperpod": obj({"enabled": BOOL, "auto_restart": BOOL, "max_retry": POS, "tolerations": arr(TOLERATION)},
                     "SageMaker HyperPod overlay."),
+    "sagemaker": obj(
+        {"inputs": arr(obj({"name": {"type": "string", "pattern": "^[A-Za-z0-9.\\-_]+$"},
+                            "uri": {"type": "string", "pattern": "^(s3|file)://"}}, required=["name", "uri"]))},
+        "SageMaker backend: the training job's data channels [{name, uri}] (ignored by the Kubernetes charts).",
+    ),
     "scheduler_name": S,
     "node_selector": {
         "type": ["object", "null"],

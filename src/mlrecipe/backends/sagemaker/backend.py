@@ -1,0 +1,212 @@
+"""The SageMaker backend: each step is one training job (boto3 ``create_training_job``).
+
+The plan is the request (:mod:`.request`), checked against botocore's service model before anything is
+uploaded (:mod:`.validate`). ``submit`` first looks for the step's job by its tags (a re-run, ``resume`` or a
+retried task): one that runs or completed with the same plan is adopted, never created twice; otherwise the
+step program and the runtime go to the ``mlrecipe`` channel's URI and the next attempt is created. The job's
+statuses map onto step states in one table (:mod:`.status`). ``mode: local`` talks to the local mode's client,
+which offers the same calls and answers (:mod:`.local_client`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from mlrecipe.backends.base import Backend, ReleaseContext
+from mlrecipe.backends.sagemaker import names, status
+from mlrecipe.backends.sagemaker.client import aws_client, call, sagemaker_client
+from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.logs import fetch_stream
+from mlrecipe.backends.sagemaker.options import SageMakerOptions
+from mlrecipe.backends.sagemaker.plan import SageMakerPlan
+from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request
+from mlrecipe.backends.sagemaker.running import SageMakerRunningStep, stop_job
+from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, issues_of
+from mlrecipe.errors import BackendError, SpecError, SpecIssue
+from mlrecipe.spec.catalog import StepKind
+from mlrecipe.spec.load import StepSpec
+
+HANDLE_FILE = "sagemaker-job.json"
+#: Jobs that a re-run adopts (the same plan, running or done); a failed or stopped one gets a new attempt.
+ADOPTABLE = frozenset({"InProgress", "Completed"})
+
+
+class SageMakerBackend(Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]):
+    """Runs each step as one SageMaker training job; see the module docstring.
+
+    ``clients`` maps a service name (sagemaker, s3, logs) to a client object that replaces the one the
+    options describe (tests inject botocore-stubbed clients here).
+    """
+
+    name = "sagemaker"
+    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB})
+    options_type = SageMakerOptions
+    handle_type = SageMakerHandle
+
+    def __init__(self, options: SageMakerOptions, clients: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.clients: dict[str, Any] = dict(clients or {})
+
+    def _client(self, service: str, handle: SageMakerHandle | None = None) -> Any:
+        if service not in self.clients:
+            mode = handle.mode if handle else self.options.mode
+            region = handle.region if handle else self.options.region
+            endpoint = handle.endpoint_url if handle else self.options.endpoint_url
+            if service == "sagemaker":
+                root = Path(handle.local_root) if handle and handle.local_root else self.options.local_dir()
+                self.clients[service] = sagemaker_client(mode, region, endpoint, root)
+            else:
+                self.clients[service] = aws_client(service, region, endpoint)
+        return self.clients[service]
+
+    def _option_issues(self) -> list[SpecIssue]:
+        if self.options.mode == "local":
+            return []
+        missing = [n for n in ("role_arn", "s3_prefix") if not getattr(self.options, n)]
+        return [SpecIssue(OPTION_SOURCE, None, n, f"required in mode aws (set it in the config file's sagemaker "
+                          f"section or with -B {n}=...; or use -B mode=local)") for n in missing]
+
+    def check(self, step: StepSpec) -> list[str]:
+        """Capabilities, then the whole request as the service would check it (nothing is uploaded yet)."""
+        problems = super().check(step)
+        if problems:
+            return problems
+        ctx = ReleaseContext("release", "default", self.name, Path("/nonexistent"))
+        return [str(i) for i in self._issues(step, build_request(step, ctx, self.options))]
+
+    def _issues(self, step: StepSpec, request: TrainingRequest) -> list[SpecIssue]:
+        """Missing options, then the request's problems (those of a missing option said once)."""
+        missing = self._option_issues()
+        said = {i.path for i in missing}
+        found = issues_of(step, request, local=self.options.mode == "local")
+        return missing + [i for i in found if not (i.file == OPTION_SOURCE and i.path in said)]
+
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> SageMakerPlan:
+        request = build_request(step, ctx, self.options, env)
+        issues = self._issues(step, request)
+        if issues:
+            raise SpecError(issues)
+        name = request.request["TrainingJobName"]
+        return SageMakerPlan(
+            step=step.name, chart=step.chart.name, request=request.request, program=request.program,
+            program_uri=request.request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"],
+            job_prefix=name.rpartition("-")[0], digest=request.digest, step_dir=ctx.step_dir(step.name),
+            notes=request.notes)
+
+    def _handle(self, job_name: str, adopted: bool = False) -> SageMakerHandle:
+        o = self.options
+        return SageMakerHandle(job_name=job_name, mode=o.mode, region=o.region, endpoint_url=o.endpoint_url,
+                               local_root=str(o.local_dir()) if o.mode == "local" else None, adopted=adopted)
+
+    def submit(self, plan: SageMakerPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
+        client = self._client("sagemaker")
+        found = self.find_jobs(plan, ctx)
+        if found and found[0][1].get("TrainingJobStatus") in ADOPTABLE:
+            handle = self._handle(found[0][0], adopted=True)
+        else:
+            attempt = 1 + max((names.attempt_of(n, plan.job_prefix) or 0 for n, _ in found), default=0)
+            request = self._attempt_request(plan, ctx, attempt)
+            self._upload(plan)
+            call(f"CreateTrainingJob {request['TrainingJobName']}", client.create_training_job, **request)
+            handle = self._handle(request["TrainingJobName"])
+        self._save_handle(plan.step_dir, handle)
+        running = SageMakerRunningStep(client, handle, self.options.poll_seconds,
+                                       on_end=lambda: self._fetch_all_logs(handle, plan))
+        if handle.adopted:
+            plan.notes.append(f"adopted training job {handle.job_name} (it was created by an earlier run)")
+        return running
+
+    @staticmethod
+    def _attempt_request(plan: SageMakerPlan, ctx: ReleaseContext, attempt: int) -> dict[str, Any]:
+        request = dict(plan.request)
+        request["TrainingJobName"] = names.job_name(plan.job_prefix, attempt)
+        request["Tags"] = [t for t in plan.request["Tags"] if t["Key"] != names.TAG_ATTEMPT]
+        request["Tags"].append({"Key": names.TAG_ATTEMPT, "Value": str(attempt)})
+        return request
+
+    def find_jobs(self, plan: SageMakerPlan, ctx: ReleaseContext) -> list[tuple[str, dict[str, Any]]]:
+        """The step's earlier jobs with this plan, newest attempt first, as (name, DescribeTrainingJob): found by
+        name and confirmed by their release, namespace, step and digest tags."""
+        client = self._client("sagemaker")
+        summaries: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"NameContains": plan.job_prefix, "MaxResults": 100}
+        while True:
+            page = call("ListTrainingJobs", client.list_training_jobs, **kwargs)
+            summaries += page.get("TrainingJobSummaries", [])
+            if not page.get("NextToken"):
+                break
+            kwargs["NextToken"] = page["NextToken"]
+        want = {names.TAG_RELEASE: ctx.release, names.TAG_NAMESPACE: ctx.namespace, names.TAG_STEP: plan.step,
+                names.TAG_DIGEST: plan.digest}
+        out = []
+        for summary in summaries:
+            name = summary["TrainingJobName"]
+            if names.attempt_of(name, plan.job_prefix) is None:
+                continue
+            tags = call("ListTags", client.list_tags, ResourceArn=summary["TrainingJobArn"]).get("Tags", [])
+            if {t["Key"]: t["Value"] for t in tags}.items() >= want.items():
+                out.append((name, call(f"DescribeTrainingJob {name}", client.describe_training_job,
+                                       TrainingJobName=name)))
+        return sorted(out, key=lambda item: names.attempt_of(item[0], plan.job_prefix) or 0, reverse=True)
+
+    def _upload(self, plan: SageMakerPlan) -> None:
+        """The step program and the runtime to the ``mlrecipe`` channel (a copy stays in the step directory)."""
+        local = plan.step_dir / "mlrecipe"
+        local.mkdir(parents=True, exist_ok=True)
+        for name, data in plan.files().items():
+            (local / name).write_bytes(data)
+        uri = urlparse(plan.program_uri)
+        if uri.scheme != "s3":
+            return
+        s3 = self._client("s3")
+        for name, data in plan.files().items():
+            key = f"{uri.path.lstrip('/')}{name}"
+            call(f"PutObject s3://{uri.netloc}/{key}", s3.put_object, Bucket=uri.netloc, Key=key, Body=data)
+
+    @staticmethod
+    def _save_handle(step_dir: Path, handle: SageMakerHandle) -> None:
+        step_dir.mkdir(parents=True, exist_ok=True)
+        (step_dir / HANDLE_FILE).write_text(json.dumps(handle.to_json(), indent=2), encoding="utf-8")
+
+    def _fetch_all_logs(self, handle: SageMakerHandle, plan: SageMakerPlan) -> list[str]:
+        """Every host's log into the step directory; the last lines of the first host's."""
+        for rank in range(plan.node_count):
+            self._fetch_log(handle, rank, plan.step_dir / f"node-{rank}.log")
+        path = plan.step_dir / "node-0.log"
+        return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
+
+    def _fetch_log(self, handle: SageMakerHandle, rank: int, dest: Path) -> Path:
+        client = self._client("sagemaker", handle)
+        if handle.mode == "local":
+            source = Path(client.log_path(handle.job_name, rank))
+            if source.exists():
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(source.read_bytes())
+            return dest
+        return fetch_stream(self._client("logs", handle), self.options.log_group, handle.job_name, rank, dest)
+
+    def log_path(self, ctx: ReleaseContext, step: str, rank: int = 0) -> Path:
+        """Host ``rank``'s log, fetched from CloudWatch (local mode: copied) into the step directory."""
+        dest = super().log_path(ctx, step, rank)
+        saved = ctx.step_dir(step) / HANDLE_FILE
+        if saved.exists():
+            with contextlib.suppress(BackendError, OSError, ValueError):
+                handle = SageMakerHandle.model_validate_json(saved.read_text(encoding="utf-8"))
+                self._fetch_log(handle, rank, dest)
+        return dest
+
+    def metrics_path(self, ctx: ReleaseContext, step: str) -> Path | None:
+        return None  # the job's hosts cannot append to a file on this machine
+
+    def cancel_handle(self, handle: SageMakerHandle) -> None:
+        stop_job(self._client("sagemaker", handle), handle.job_name)
+
+    def handle_alive(self, handle: SageMakerHandle) -> bool:
+        client = self._client("sagemaker", handle)
+        job = call(f"DescribeTrainingJob {handle.job_name}", client.describe_training_job,
+                   TrainingJobName=handle.job_name)
+        return status.job_state(job).active

@@ -1,0 +1,77 @@
+"""The clients the backend talks through: boto3's (``mode: aws``) or the local mode's, with one retry rule.
+
+boto3 is imported only here and only when a SageMaker step is planned or run, with an install hint when it is
+missing. Throttling, 5xx answers and connection errors raise :class:`TransientBackendError`: the runner asks
+again and shows it as a progress note.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.errors import BackendError, TransientBackendError, UserError
+
+INSTALL_HINT = "the sagemaker backend needs boto3: pip install 'mlrecipe[sagemaker]' (or pip install boto3)"
+TRANSIENT_CODES = frozenset({"Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled",
+                             "TooManyRequestsException", "ProvisionedThroughputExceededException",
+                             "RequestLimitExceeded", "SlowDown", "ServiceUnavailable", "InternalFailure",
+                             "InternalServerError", "InternalError", "RequestTimeout", "RequestTimeoutException"})
+
+
+def require_boto3() -> None:
+    """Raise a :class:`UserError` with the install hint when boto3 is not installed."""
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        raise UserError(INSTALL_HINT) from None
+
+
+def aws_client(service: str, region: str | None, endpoint_url: str | None) -> Any:
+    """A boto3 client of ``service`` (sagemaker, s3, logs, sts, iam) with botocore's standard retries."""
+    require_boto3()
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60)
+    return boto3.session.Session().client(service, region_name=region, endpoint_url=endpoint_url, config=config)
+
+
+def sagemaker_client(mode: str, region: str | None, endpoint_url: str | None, local_root: Path) -> Any:
+    """The SageMaker client of ``mode``: boto3's, or the local mode's (same methods and answers)."""
+    if mode == "local":
+        require_boto3()
+        from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+
+        return LocalSageMakerClient(local_root)
+    return aws_client("sagemaker", region, endpoint_url)
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a botocore ``ClientError`` ("" for anything else)."""
+    response = getattr(exc, "response", None)
+    return str(((response or {}).get("Error") or {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Throttling, a 5xx answer, or no answer at all (connection errors, timeouts)."""
+    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+    if isinstance(exc, ConnectionError | HTTPClientError):
+        return True
+    if isinstance(exc, ClientError):
+        status = (exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0
+        return error_code(exc) in TRANSIENT_CODES or int(status) >= 500
+    return False
+
+
+def call(what: str, fn: Any, **kwargs: Any) -> Any:
+    """``fn(**kwargs)``; a botocore error becomes a (transient) :class:`BackendError` naming ``what``."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return fn(**kwargs)
+    except (ClientError, BotoCoreError) as exc:
+        if is_transient(exc):
+            raise TransientBackendError(f"{what}: {exc}") from exc
+        raise BackendError(f"{what}: {exc}") from exc

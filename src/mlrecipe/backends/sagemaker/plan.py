@@ -1,0 +1,55 @@
+"""The SageMaker plan: the ``create_training_job`` request of one step and the files of its ``mlrecipe`` channel."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlrecipe.backends.base import Plan
+from mlrecipe.backends.sagemaker.request import PROGRAM_FILE, RUNTIME_FILE
+from mlrecipe.runtime import RUNTIME_PATH
+from mlrecipe.secrets import redact_env
+
+
+@dataclass
+class SageMakerPlan(Plan):
+    """What ``submit`` sends: ``request`` (the keyword arguments of ``create_training_job``, job name of attempt 1)
+    and ``program`` (the step program, uploaded with the runtime to the ``mlrecipe`` channel's URI)."""
+
+    step: str
+    chart: str
+    request: dict[str, Any]
+    program: dict[str, Any]
+    program_uri: str
+    job_prefix: str
+    digest: str
+    step_dir: Path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def node_count(self) -> int:
+        return int(self.request["ResourceConfig"]["InstanceCount"])
+
+    def shown_request(self) -> dict[str, Any]:
+        """The request with credential-like values masked."""
+        shown = copy.deepcopy(self.request)
+        shown["Environment"] = redact_env(shown.get("Environment") or {})
+        return shown
+
+    def materialize(self) -> str:
+        """One YAML document: the ``create_training_job`` keyword arguments, then the channel's files as comments."""
+        doc = yaml.safe_dump(self.shown_request(), sort_keys=False, default_flow_style=False, width=120)
+        lines = [f"# step {self.step} ({self.chart}): sagemaker create_training_job", "---", doc.rstrip("\n"),
+                 f"# ==> {self.program_uri}{PROGRAM_FILE} (step program; with {RUNTIME_FILE}, mlrecipe's step runtime)"]
+        lines += [f"# {line}" for line in json.dumps(self.program, indent=2, sort_keys=True).splitlines()]
+        return "\n".join(lines) + "\n"
+
+    def files(self) -> dict[str, bytes]:
+        """The ``mlrecipe`` channel's files by name."""
+        return {PROGRAM_FILE: json.dumps(self.program, indent=2, sort_keys=True).encode(),
+                RUNTIME_FILE: RUNTIME_PATH.read_bytes()}

@@ -1,0 +1,217 @@
+"""The ``create_training_job`` request of a step: built from the recipe and the options, with where each
+field came from (so that a bad value is reported at the recipe's file, line and field, or at the option).
+
+Mapping: ``resources.nnodes`` -> ``InstanceCount``; ``resources.node_type`` -> the ``ml.`` instance type;
+``ebs.storage`` -> ``VolumeSizeInGB``; a pvc with a file system in ``file_systems`` -> a file-system channel
+(FSx for Lustre or EFS, with the VPC config) that the step runtime sees at the pvc's mount path;
+``sagemaker.inputs`` -> data channels; the command block's ``env`` -> ``Environment``. The container runs
+mlrecipe's step runtime from the ``mlrecipe`` channel, which carries the step program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlrecipe.backends.base import ReleaseContext
+from mlrecipe.backends.host.contract import contract_env, recipe_env, step_program
+from mlrecipe.backends.sagemaker import names
+from mlrecipe.backends.sagemaker.options import SageMakerOptions
+from mlrecipe.metrics import METRICS_VAR
+from mlrecipe.secrets import is_secret_name
+from mlrecipe.spec.load import StepSpec
+
+PROGRAM_CHANNEL = "mlrecipe"
+CHANNEL_ROOT = "/opt/ml/input/data"
+PROGRAM_FILE = "step.json"
+RUNTIME_FILE = "step_runtime.py"
+ENTRYPOINT = ["python3", f"{CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{RUNTIME_FILE}",
+              f"{CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{PROGRAM_FILE}"]
+LOCAL_ROLE = "arn:aws:iam::000000000000:role/mlrecipe-local"
+#: Variables of the earlier steps' outputs that mean nothing inside a SageMaker container.
+HOST_ONLY_ENV = frozenset({"MLRECIPE_PIPELINE_DIR"})
+_UNIT_BYTES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30,
+               "ti": 2**40}
+
+#: Where a request field came from: ("recipe", field path) or ("option", option name).
+Origin = tuple[str, str]
+
+
+@dataclass
+class TrainingRequest:
+    """The keyword arguments of ``create_training_job`` and where their values came from."""
+
+    request: dict[str, Any]
+    program: dict[str, Any]
+    origins: dict[str, Origin] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    secrets: list[tuple[str, str]] = field(default_factory=list)  #: (variable, recipe field) refused
+
+    def origin(self, request_path: str) -> Origin | None:
+        """The origin of the longest recorded prefix of ``request_path``."""
+        best = None
+        for prefix, where in self.origins.items():
+            if (request_path == prefix or request_path.startswith((prefix + ".", prefix + "["))) and (
+                    best is None or len(prefix) > len(best[0])):
+                best = (prefix, where)
+        return best[1] if best else None
+
+    @property
+    def digest(self) -> str:
+        """Identifies what the job runs (name and tags left out): an equal digest means the same job."""
+        body = {k: v for k, v in self.request.items() if k not in ("TrainingJobName", "Tags")}
+        payload = json.dumps([body, self.program], sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def instance_type(node_type: str) -> str:
+    """An EC2 instance type as SageMaker names it (``p4d.24xlarge`` -> ``ml.p4d.24xlarge``)."""
+    return node_type if node_type.startswith("ml.") else f"ml.{node_type}"
+
+
+def volume_gb(storage: str | int | float) -> int:
+    """A Kubernetes quantity (``200Gi``, ``500G``) in whole GB (rounded up, at least 1)."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGTkmgt]i?)?\s*", str(storage))
+    if match is None:
+        raise ValueError(f"must be a size such as 200Gi, got {storage!r}")
+    size = float(match.group(1)) * _UNIT_BYTES[(match.group(2) or "").lower()]
+    return max(1, int(-(-size // 10**9)))
+
+
+def program_uri(options: SageMakerOptions, ctx: ReleaseContext, step: str, digest: str) -> str:
+    """Where the step program and the runtime go (the ``mlrecipe`` channel's URI)."""
+    if options.s3_prefix:
+        return f"{options.s3_prefix.rstrip('/')}/{ctx.namespace}/{ctx.release}/{step}/{digest}/{PROGRAM_CHANNEL}/"
+    return f"file://{ctx.step_dir(step) / PROGRAM_CHANNEL}/"
+
+
+def output_uri(options: SageMakerOptions, ctx: ReleaseContext, step: str) -> str:
+    """OutputDataConfig.S3OutputPath: where SageMaker puts model.tar.gz."""
+    if options.s3_prefix:
+        return f"{options.s3_prefix.rstrip('/')}/{ctx.namespace}/{ctx.release}/{step}/output"
+    return f"file://{options.local_dir() / 'output' / ctx.namespace / ctx.release / step}"
+
+
+def _s3_channel(name: str, uri: str) -> dict[str, Any]:
+    return {"ChannelName": name, "DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}}, "InputMode": "File"}
+
+
+def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions,
+                  env: dict[str, str] | None = None) -> TrainingRequest:
+    """The request of ``step`` (its name is that of attempt 1; :mod:`.backend` may pick a later attempt)."""
+    recipe, res = step.recipe, step.recipe.resources
+    origins: dict[str, Origin] = {}
+    notes: list[str] = []
+    program = step_program(step, ctx)
+    image = recipe.image_name or ""
+    origins["AlgorithmSpecification.TrainingImage"] = ("recipe", "image")
+    if image in options.images:
+        image, origins["AlgorithmSpecification.TrainingImage"] = options.images[image], ("option", "images")
+    kind = instance_type(res.node_type) if res.node_type else options.instance_type
+    origins["ResourceConfig.InstanceType"] = ("recipe", "resources.node_type") if res.node_type else (
+        "option", "instance_type")
+    origins["ResourceConfig.InstanceCount"] = ("recipe", "resources.nnodes")
+    size = options.volume_size_gb
+    origins["ResourceConfig.VolumeSizeInGB"] = ("option", "volume_size_gb")
+    if recipe.ebs is not None:
+        origins["ResourceConfig.VolumeSizeInGB"] = ("recipe", "ebs.storage")
+        try:
+            size = volume_gb(recipe.ebs.storage)
+        except ValueError:
+            size = -1  # reported by validation at ebs.storage
+        if recipe.ebs.mount_path != "/tmp":
+            notes.append(f"ebs.mount_path {recipe.ebs.mount_path}: the job's ML storage volume holds /opt/ml; "
+                         "the recipe's mount path is not created")
+    channels: list[dict[str, Any]] = []
+    origins["InputDataConfig[0]"] = ("option", "s3_prefix")
+    links: list[str] = []
+    for pvc in recipe.pvc:
+        fs = options.file_systems.get(pvc.name)
+        if fs is None:
+            notes.append(f"pvc {pvc.name} ({pvc.mount_path}) is not mounted: name its file system with "
+                         f"-B file_systems.{pvc.name}.id=fs-... (FSx for Lustre or EFS, with subnets)")
+            continue
+        origins[f"InputDataConfig[{len(channels) + 1}]"] = ("option", f"file_systems.{pvc.name}")
+        channels.append({"ChannelName": pvc.name, "DataSource": {"FileSystemDataSource": {
+            "FileSystemId": fs.id, "FileSystemAccessMode": fs.access_mode, "FileSystemType": fs.type,
+            "DirectoryPath": fs.directory_path}}, "InputMode": "File"})
+        target = f"{CHANNEL_ROOT}/{pvc.name}"
+        parent = _parent(pvc.mount_path)
+        mkdir = f"mkdir -p {shlex.quote(parent)} && " if parent != "/" else ""
+        links.append(f"{mkdir}ln -sfn {shlex.quote(target)} {shlex.quote(pvc.mount_path)}")
+    if links:
+        program["inline_script"] = [";\n".join(links), *program["inline_script"]]
+        notes.append("file-system channels are linked at the recipes' pvc mount paths before the step runs")
+    for i, item in enumerate(recipe.sagemaker.inputs if recipe.sagemaker else []):
+        origins[f"InputDataConfig[{len(channels) + 1}]"] = ("recipe", f"sagemaker.inputs[{i}].uri")
+        origins[f"InputDataConfig[{len(channels) + 1}].ChannelName"] = ("recipe", f"sagemaker.inputs[{i}].name")
+        channels.append(_s3_channel(item.name, item.uri))
+    environment, secrets = _environment(step, ctx, env, origins)
+    request: dict[str, Any] = {
+        "TrainingJobName": "",
+        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
+                                   "ContainerEntrypoint": list(ENTRYPOINT)},
+        "RoleArn": options.role_arn or (LOCAL_ROLE if options.mode == "local" else ""),
+        "InputDataConfig": [_s3_channel(PROGRAM_CHANNEL, ""), *channels],
+        "OutputDataConfig": {"S3OutputPath": output_uri(options, ctx, step.name)},
+        "ResourceConfig": {"InstanceType": kind, "InstanceCount": res.nnodes, "VolumeSizeInGB": size},
+        "StoppingCondition": {"MaxRuntimeInSeconds": options.max_run},
+        "Environment": environment,
+    }
+    origins.update({"RoleArn": ("option", "role_arn"), "OutputDataConfig": ("option", "s3_prefix"),
+                    "StoppingCondition.MaxRuntimeInSeconds": ("option", "max_run")})
+    _optional(request, options, origins)
+    tr = TrainingRequest(request, program, origins, notes, secrets)
+    digest = tr.digest
+    request["InputDataConfig"][0] = _s3_channel(PROGRAM_CHANNEL, program_uri(options, ctx, step.name, digest))
+    prefix = names.job_prefix(ctx.namespace, ctx.release, step.name, digest)
+    request["TrainingJobName"] = names.job_name(prefix, 1)
+    tags = {**options.tags, **names.job_tags(ctx.namespace, ctx.release, step.name, 1, digest)}
+    request["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    origins["Tags"] = ("option", "tags")
+    return tr
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def _environment(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None,
+                 origins: dict[str, Origin]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """Environment: earlier steps' outputs, the recipe's env and the contract's fixed part; credential-like
+    variables of the recipe are refused (they would be visible in DescribeTrainingJob)."""
+    out = {k: v for k, v in (env or {}).items() if k not in HOST_ONLY_ENV}
+    secrets: list[tuple[str, str]] = []
+    entries = step.block.env
+    values = recipe_env(step, ctx)
+    for i, entry in enumerate(entries):
+        where = f"{step.chart.block}.env[{i}].value"
+        if is_secret_name(entry.name) and entry.value:
+            secrets.append((entry.name, where))
+            continue
+        out[entry.name] = values.get(entry.name, entry.value)
+        origins[f"Environment.{entry.name}"] = ("recipe", where)
+    out.update({k: v for k, v in contract_env(step, ctx).items() if k != METRICS_VAR})
+    return out, secrets
+
+
+def _optional(request: dict[str, Any], options: SageMakerOptions, origins: dict[str, Origin]) -> None:
+    """Spot, checkpoints, VPC and network isolation, when the options ask for them."""
+    if options.max_wait is not None:
+        request["StoppingCondition"]["MaxWaitTimeInSeconds"] = options.max_wait
+        request["EnableManagedSpotTraining"] = True
+        origins["StoppingCondition.MaxWaitTimeInSeconds"] = ("option", "max_wait")
+    if options.checkpoint_s3_uri:
+        request["CheckpointConfig"] = {"S3Uri": options.checkpoint_s3_uri, "LocalPath": "/opt/ml/checkpoints"}
+        origins["CheckpointConfig"] = ("option", "checkpoint_s3_uri")
+    if options.subnets or options.security_groups:
+        request["VpcConfig"] = {"SecurityGroupIds": list(options.security_groups), "Subnets": list(options.subnets)}
+        origins["VpcConfig.Subnets"] = ("option", "subnets")
+        origins["VpcConfig.SecurityGroupIds"] = ("option", "security_groups")
+    if options.network_isolation:
+        request["EnableNetworkIsolation"] = True

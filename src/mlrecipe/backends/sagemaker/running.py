@@ -1,0 +1,79 @@
+"""A submitted training job as the runner watches it: DescribeTrainingJob at most once per ``poll_seconds``."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
+from mlrecipe.backends.sagemaker import status
+from mlrecipe.backends.sagemaker.client import call, error_code
+from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.errors import BackendError
+
+#: The typed outputs of a completed training step (later steps get ``MLRECIPE_<STEP>_<NAME>``).
+OUTPUT_MODEL_ARTIFACTS = "model_artifacts"
+OUTPUT_JOB_NAME = "job_name"
+
+
+class SageMakerRunningStep(RunningStep[SageMakerHandle]):
+    """One training job. A completed job's outcome carries ``model_artifacts`` and ``job_name`` as outputs; a
+    failed one its ``FailureReason``; a stopped one ends the step as interrupted. ``on_end`` runs once when
+    the job ended (it fetches the hosts' logs)."""
+
+    def __init__(self, client: Any, handle: SageMakerHandle, poll_seconds: float,
+                 on_end: Callable[[], list[str]] | None = None) -> None:
+        self.client = client
+        self.handle = handle
+        self.poll_seconds = poll_seconds
+        self.on_end = on_end
+        self.job: dict[str, Any] | None = None
+        self._outcome: StepOutcome | None = None
+        self._next = 0.0
+
+    def describe(self) -> dict[str, Any]:
+        """DescribeTrainingJob of the step's job (transient errors raise ``TransientBackendError``)."""
+        self.job = call(f"DescribeTrainingJob {self.handle.job_name}", self.client.describe_training_job,
+                        TrainingJobName=self.handle.job_name)
+        return self.job
+
+    def poll(self) -> StepOutcome | None:
+        if self._outcome is not None:
+            return self._outcome
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + self.poll_seconds
+        outcome = status.job_outcome(self.describe())
+        if outcome is None:
+            return None
+        assert self.job is not None
+        if outcome.state is StepState.SUCCEEDED:
+            artifacts = status.model_artifacts(self.job)
+            self.handle.model_artifacts = artifacts
+            outcome.outputs = {OUTPUT_JOB_NAME: self.handle.job_name,
+                               **({OUTPUT_MODEL_ARTIFACTS: artifacts} if artifacts else {})}
+        if self.on_end is not None:
+            with contextlib.suppress(Exception):  # the logs are evidence, never the reason a step fails
+                outcome.log_tail = self.on_end()[-20:]
+        self._outcome = outcome
+        return outcome
+
+    def progress_note(self) -> str:
+        """SageMaker's secondary status (and billable seconds) of the last look."""
+        return status.progress_note(self.job) if self.job is not None else ""
+
+    def cancel(self) -> None:
+        """StopTrainingJob; a job that has already ended is fine."""
+        stop_job(self.client, self.handle.job_name)
+
+
+def stop_job(client: Any, job_name: str) -> None:
+    """StopTrainingJob, idempotent: a job that already ended (ValidationException) is left as it is."""
+    try:
+        call(f"StopTrainingJob {job_name}", client.stop_training_job, TrainingJobName=job_name)
+    except BackendError as exc:
+        if error_code(exc.__cause__ or exc) not in ("ValidationException", "ResourceNotFound"):
+            raise

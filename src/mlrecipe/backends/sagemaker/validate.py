@@ -1,0 +1,129 @@
+"""Check a ``create_training_job`` request against botocore's SageMaker service model before anything is uploaded.
+
+botocore's ``ParamValidator`` checks types, lengths, ranges and required fields; the enums (instance types) and
+patterns (names, ARNs, S3 URIs) it leaves to the service are checked here from the shapes' metadata. Each problem
+is a :class:`SpecIssue` at the recipe's file, line and field, or at the option it came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from functools import cache
+from typing import Any
+
+from mlrecipe.backends.sagemaker.client import require_boto3
+from mlrecipe.backends.sagemaker.request import TrainingRequest
+from mlrecipe.errors import SpecIssue
+from mlrecipe.spec.load import StepSpec
+
+OPTION_SOURCE = "sagemaker options (config file or -B)"
+
+
+@cache
+def _service_model() -> Any:
+    require_boto3()
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def input_shape(operation: str = "CreateTrainingJob") -> Any:
+    """The input shape of a SageMaker operation."""
+    return _service_model().operation_model(operation).input_shape
+
+
+def training_instance_types() -> list[str]:
+    """Every training instance type botocore's service model knows."""
+    return list(_service_model().shape_for("TrainingInstanceType").enum)
+
+
+def request_problems(params: dict[str, Any], operation: str = "CreateTrainingJob",
+                     local: bool = False) -> list[tuple[str, str]]:
+    """(request field path, message) for each problem of ``params``; ``local``: ``file://`` URIs are fine."""
+    from botocore.validate import ParamValidator
+
+    shape = input_shape(operation)
+    report = ParamValidator().validate(params, shape)
+    out = [(str(name).lstrip("."), _botocore_message(kind, details))
+           for kind, name, details in getattr(report, "_errors", [])]
+    _walk(shape, params, "", out, local)
+    return out
+
+
+def _botocore_message(kind: str, details: dict[str, Any]) -> str:
+    if kind == "missing required field":
+        return f"required field {details.get('required_name')} is missing"
+    if kind == "invalid type":
+        return f"must be {', '.join(t.__name__ for t in details.get('valid_types', []))}, got {details.get('param')!r}"
+    if kind == "invalid range":
+        return f"must be >= {details.get('min_allowed')}, got {details.get('param')!r}"
+    if kind == "invalid length":
+        return f"length must be >= {details.get('min_allowed')}, got {details.get('param')!r}"
+    return f"{kind}: {details}"
+
+
+def _walk(shape: Any, value: Any, path: str, out: list[tuple[str, str]], local: bool) -> None:
+    if value is None:
+        return
+    if shape.type_name == "structure" and isinstance(value, dict):
+        for key, member in shape.members.items():
+            if key in value:
+                _walk(member, value[key], f"{path}.{key}" if path else key, out, local)
+    elif shape.type_name == "list" and isinstance(value, list):
+        for i, item in enumerate(value):
+            _walk(shape.member, item, f"{path}[{i}]", out, local)
+    elif shape.type_name == "map" and isinstance(value, dict):
+        for key, item in value.items():
+            _walk(shape.key, key, f"{path}.{key}", out, local)
+            _walk(shape.value, item, f"{path}.{key}", out, local)
+    elif shape.type_name == "string" and isinstance(value, str):
+        message = _string_problem(shape, value, local)
+        if message:
+            out.append((path, message))
+    elif shape.type_name in ("integer", "long") and isinstance(value, int):
+        high = shape.metadata.get("max")
+        if high is not None and value > high:
+            out.append((path, f"must be <= {high}, got {value}"))
+
+
+def _string_problem(shape: Any, value: str, local: bool) -> str:
+    enum = shape.enum
+    if enum and value not in enum:
+        close = difflib.get_close_matches(value, enum, n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        return f"{value!r} is not one of SageMaker's {shape.name} values{hint}"
+    high = shape.metadata.get("max")
+    if high is not None and len(value) > high:
+        return f"at most {high} characters, got {len(value)}"
+    pattern = shape.metadata.get("pattern")
+    compiled = _compiled(pattern) if pattern else None
+    if compiled is not None and not (local and value.startswith("file://")) and compiled.fullmatch(value) is None:
+        return f"{value!r} does not match SageMaker's pattern {pattern} ({shape.name})"
+    return ""
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    """The service model's pattern as a Python regex; ``None`` for the few in Java-only syntax (``\\p{...}``)."""
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
+def issues_of(step: StepSpec, request: TrainingRequest, local: bool = False) -> list[SpecIssue]:
+    """The request's problems (and refused credentials) at the recipe's lines or the options."""
+    issues = [step.issue(where, f"{name} looks like a credential: it would be visible to anyone who may "
+                         "DescribeTrainingJob; keep it in AWS Secrets Manager and read it in the job through "
+                         "the execution role (sagemaker role_arn), or let the role grant the access")
+              for name, where in request.secrets]
+    for path, message in request_problems(request.request, local=local):
+        origin = request.origin(path)
+        if origin is None:
+            issues.append(SpecIssue(f"step {step.name}", None, path, message))
+        elif origin[0] == "recipe":
+            issues.append(step.issue(origin[1], f"{message} (request field {path})"))
+        else:
+            issues.append(SpecIssue(OPTION_SOURCE, None, origin[1], f"{message} (request field {path})"))
+    return issues
