@@ -20,15 +20,20 @@ from mlrecipe.spec.load import ReleaseSpec
 SECRETS_KEY = "secret_sets"  #: in the recorded inputs: [{"index": i, "env": NAME}, ...]
 
 
+def _scalar_text(value: Any) -> str:
+    """A credential's text as a ``--set`` gives it: a string, or a number YAML read from one; "" for anything else."""
+    return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
+
+
 def _secret_values(node: Any) -> Iterator[tuple[str, str]]:
     """(variable name, value) of every credential in a step's values: env entries and credential-named keys."""
     if isinstance(node, dict):
         name = node.get("name")
-        if isinstance(name, str) and is_secret_name(name) and isinstance(node.get("value"), str) and node["value"]:
-            yield name, node["value"]
+        if isinstance(name, str) and is_secret_name(name) and _scalar_text(node.get("value")):
+            yield name, _scalar_text(node["value"])
         for k, v in node.items():
-            if isinstance(v, str) and v and k not in ("name", "value") and is_secret_name(str(k)):
-                yield re.sub(r"\W", "_", str(k)).upper(), v
+            if _scalar_text(v) and k not in ("name", "value") and is_secret_name(str(k)):
+                yield re.sub(r"\W", "_", str(k)).upper(), _scalar_text(v)
             elif isinstance(v, dict | list):
                 yield from _secret_values(v)
     elif isinstance(node, list):
