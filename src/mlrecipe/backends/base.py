@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mlrecipe.metrics import METRICS_FILE
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
-from mlrecipe.spec.recipe import Model
+from mlrecipe.spec.model import Model
 
 
 class StepState(str, Enum):

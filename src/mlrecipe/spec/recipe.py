@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AliasChoices,
-    BaseModel,
     ConfigDict,
     Field,
     field_validator,
@@ -20,6 +19,8 @@ from pydantic import (
     with_config,
 )
 from typing_extensions import TypedDict
+
+from mlrecipe.spec.model import Model
 
 
 def _finite(value: str | int | float) -> str | int | float:
@@ -30,19 +31,6 @@ def _finite(value: str | int | float) -> str | int | float:
 
 #: A Kubernetes resource quantity: a number or a string such as ``500m``, ``16Gi`` (never .nan or .inf).
 Quantity = Annotated[str | int | float, AfterValidator(_finite)]
-
-
-class Model(BaseModel):
-    """Base of every spec model: unknown keys are errors and null values fall back to defaults."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_nulls(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if v is not None}
-        return data
 
 
 def _as_list(value: Any) -> Any:
