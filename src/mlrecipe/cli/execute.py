@@ -25,7 +25,7 @@ def _backend(name: str | None, spec_backend: str | None, opts: list[str]) -> Any
 def record_backends(record: Any, opts: list[str]) -> Any:
     """The backends of a recorded release (``StepBackends``): its own, with ``opts``, and those its steps ran on
     (``.named(record.backend_of(step))``)."""
-    from mlrecipe.runner.placement import StepBackends
+    from mlrecipe.runner.step_backends import StepBackends
 
     return StepBackends(_backend(record.backend, None, opts))
 

@@ -4,7 +4,7 @@ persisting state at every change.
 The runner reads only what :mod:`mlrecipe.backends.base` declares: a backend's ``check``, ``plan``,
 ``preflight``, ``submit``, ``cancel_handle`` and ``handle_alive``; a plan's ``notes``, ``node_count`` and
 ``server_url``; a running step's ``settled``, ``progress_note``, ``wakeup_fds`` and ``handle``. Each step runs
-on its own backend (:mod:`mlrecipe.runner.placement`: the release's, or the one the step names); its record
+on its own backend (:mod:`mlrecipe.runner.step_backends`: the release's, or the one the step names); its record
 says which.
 """
 
@@ -22,10 +22,10 @@ from mlrecipe.backends.base import Backend, ReleaseContext, StepOutcome, StepSta
 from mlrecipe.config import release_dir
 from mlrecipe.errors import BackendError, ExitCode, ReleaseBusyError
 from mlrecipe.runner.active import ActiveStep
-from mlrecipe.runner.placement import AnyBackend, StepBackends
 from mlrecipe.runner.progress import Display
 from mlrecipe.runner.recorded_inputs import redact
 from mlrecipe.runner.state import ReleaseRecord, StepRecord, create_time, load_record
+from mlrecipe.runner.step_backends import AnyBackend, StepBackends
 from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
 
 TICK_SECONDS = 0.25  #: between two looks at the running steps; a step's process that exits wakes the runner at once
