@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mlrecipe.backends.kubernetes.status import step_outcome, stuck_reason, workload_outcome
+from mlrecipe.backends.kubernetes.status import pod_state, step_outcome, stuck_reason, workload_outcome
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -70,3 +70,24 @@ def test_running_workload_is_not_failed_by_pending_pods() -> None:
 def test_success_ignores_pod_history() -> None:
     outcome = step_outcome(load("pytorchjob-succeeded"), load("pods-oomkilled")["items"])
     assert outcome is not None and outcome.state == "succeeded" and outcome.exit_code == 0
+
+
+@pytest.mark.parametrize(("status", "state"), [
+    ({"jobStatus": "STOPPED"}, "failed"),
+    ({"jobStatus": "RUNNING", "jobDeploymentStatus": "Failed", "message": "head pod lost"}, "failed"),
+    ({"jobStatus": "SUCCEEDED", "jobDeploymentStatus": "Failed"}, "succeeded"),
+    ({"jobStatus": "PENDING", "jobDeploymentStatus": "Complete"}, None),
+])
+def test_rayjob_words_map_through_the_one_table(status: dict[str, str], state: str | None) -> None:
+    outcome = workload_outcome({"kind": "RayJob", "status": status})
+    assert (outcome.state if outcome else None) == state
+
+
+def test_a_failed_condition_wins_over_success_and_unknown_words_say_nothing() -> None:
+    conds = [{"type": "Succeeded", "status": "True"}, {"type": "Failed", "status": "True", "reason": "BackoffLimit"},
+             {"type": "SuccessCriteriaMet", "status": "True"}]
+    outcome = workload_outcome({"kind": "Job", "status": {"conditions": conds}})
+    assert outcome is not None and outcome.state == "failed" and outcome.message == "Job failed: BackoffLimit"
+    assert workload_outcome({"kind": "Job", "status": {"conditions": conds[2:]}}) is None
+    assert [pod_state({"status": {"phase": p}}) for p in ("Running", "Pending", "Unknown")] == ["running", "pending",
+                                                                                             None]

@@ -174,6 +174,18 @@ def test_job_states() -> None:
     assert parse_job("garbage") is None
 
 
+@pytest.mark.parametrize(("native", "reason", "state"), [
+    ("PENDING", "Priority", "pending"), ("REQUEUED", "None", "pending"), ("SUSPENDED", "None", "pending"),
+    ("COMPLETING", "None", "pending"), ("RUNNING", "None", "running"), ("COMPLETED", "None", "succeeded"),
+    ("CANCELLED", "None", "failed"), ("OUT_OF_MEMORY", "None", "failed"), ("NODE_FAIL", "None", "failed"),
+    ("PENDING", "DependencyNeverSatisfied", "failed"), ("SOME_NEW_STATE", "None", "failed"),
+])
+def test_slurm_states_map_onto_step_states_through_one_table(native: str, reason: str, state: str) -> None:
+    info = parse_job(f"JobId=5 JobState={native} Reason={reason} ExitCode=0:0")
+    assert info is not None and info.step_state == state
+    assert info.active is (state in ("pending", "running"))
+
+
 def test_a_tls_server_is_refused_before_anything_starts(mlhome: Path) -> None:
     """``testing/jupyter`` serves HTTPS on 127.0.0.1: a compute node's server would never be reachable."""
     from mlrecipe.spec.load import load_step_release

@@ -43,7 +43,7 @@ class KubernetesRunningStep(RunningStep[KubernetesHandle]):
         """The tail of the metrics file, read in the running pod of the lowest rank (the file is on a volume
         every pod of the step mounts)."""
         path = self.handle.metrics_file
-        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        running = [p for p in pods if status.pod_state(p) is StepState.RUNNING]
         if not path or not running:
             return
         ranks = [status.pod_rank(p) for p in running]

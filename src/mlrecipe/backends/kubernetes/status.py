@@ -11,6 +11,15 @@ from typing import Any
 
 from mlrecipe.backends.base import StepOutcome, StepState
 
+#: Kubernetes' words for how a step stands, as step states, in one table: a training or batch Job's true
+#: conditions (``Created``, ``Running``, ``Succeeded`` / ``Complete``, ``Failed``), a RayJob's ``jobStatus`` (upper
+#: case) and ``jobDeploymentStatus`` (``Failed``), a pod's phase. Words not listed say nothing about the outcome.
+KUBERNETES_STATES: dict[str, StepState] = {
+    "Created": StepState.PENDING, "Pending": StepState.PENDING, "PENDING": StepState.PENDING,
+    "Running": StepState.RUNNING, "Restarting": StepState.RUNNING, "RUNNING": StepState.RUNNING,
+    "Succeeded": StepState.SUCCEEDED, "Complete": StepState.SUCCEEDED, "SUCCEEDED": StepState.SUCCEEDED,
+    "Failed": StepState.FAILED, "FAILED": StepState.FAILED, "STOPPED": StepState.FAILED,
+}
 _WAITING_FATAL = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
                   "CreateContainerError", "CrashLoopBackOff"}
 
@@ -38,21 +47,27 @@ def workload_outcome(obj: dict[str, Any]) -> StepOutcome | None:
     kind = obj.get("kind")
     if kind in ("PyTorchJob", "MPIJob", "Job"):
         conds = _conditions(obj)
-        if "Failed" in conds:
-            return StepOutcome(StepState.FAILED, None, f"{kind} failed: {_cond_message(conds['Failed'])}".rstrip(": "))
-        if "Succeeded" in conds or "Complete" in conds:
-            return StepOutcome(StepState.SUCCEEDED, 0)
-        return None
+        ended = {KUBERNETES_STATES.get(name): cond for name, cond in conds.items()}
+        if StepState.FAILED in ended:
+            detail = _cond_message(ended[StepState.FAILED])
+            return StepOutcome(StepState.FAILED, None, f"{kind} failed: {detail}".rstrip(": "))
+        return StepOutcome(StepState.SUCCEEDED, 0) if StepState.SUCCEEDED in ended else None
     if kind == "RayJob":
         status = obj.get("status") or {}
         job, deploy = status.get("jobStatus"), status.get("jobDeploymentStatus")
-        if job == "SUCCEEDED":
+        job_state = KUBERNETES_STATES.get(str(job))
+        if job_state is StepState.SUCCEEDED:
             return StepOutcome(StepState.SUCCEEDED, 0)
-        if job in ("FAILED", "STOPPED") or deploy == "Failed":
+        if job_state is StepState.FAILED or KUBERNETES_STATES.get(str(deploy)) is StepState.FAILED:
             detail = status.get("message") or status.get("reason") or f"jobStatus {job}, deployment {deploy}"
             return StepOutcome(StepState.FAILED, None, f"RayJob failed: {detail}")
         return None
     return None
+
+
+def pod_state(pod: dict[str, Any]) -> StepState | None:
+    """A pod's phase as a step state (``None`` for ``Unknown`` or no phase yet)."""
+    return KUBERNETES_STATES.get(str((pod.get("status") or {}).get("phase")))
 
 
 def pod_rank(pod: dict[str, Any]) -> int | None:

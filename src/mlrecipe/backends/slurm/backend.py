@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from mlrecipe.backends.base import Backend, ReleaseContext
+from mlrecipe.backends.base import Backend, ReleaseContext, StepState
 from mlrecipe.backends.host import resources
 from mlrecipe.backends.host.images import ImageEnvironments
 from mlrecipe.backends.host.launches import launch_problems
@@ -102,7 +102,7 @@ class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
             i = names.index(plan.step)
             mine = entries[i]
             info = scontrol.show_job(mine.job_id, conf) if mine.digest == plan.digest else None
-            if info is not None and (info.active or info.state == "COMPLETED"):
+            if info is not None and (info.active or info.step_state is StepState.SUCCEEDED):
                 return mine.job_id, [e.job_id for e in entries[i + 1:]]
         here_on = chain.steps_from(ctx, plan.step)
         scontrol.scancel([e.job_id for e in entries if e.step in here_on], conf)

@@ -38,7 +38,7 @@ def exit_status(info: JobInfo) -> int | None:
 def outcome_of(info: JobInfo, step_dir: Path) -> StepOutcome:
     """The outcome of a job Slurm no longer runs."""
     code = exit_status(info)
-    if info.state == "COMPLETED" and not code:
+    if info.step_state is StepState.SUCCEEDED and not code:
         return StepOutcome(StepState.SUCCEEDED, 0)
     batch_log = step_dir / "batch.log"
     task = failed_task(batch_log)

@@ -46,7 +46,7 @@ class SlurmRunningStep(RunningStep[SlurmHandle]):
         if info is None:
             self._outcome = vanished(self.handle.job_id, self.step_dir)
         elif info.active:
-            return self._server_deadline(info.state) if self.watcher is not None else None
+            return self._server_deadline(info.step_state) if self.watcher is not None else None
         else:
             self._outcome = outcome_of(info, self.step_dir)
             if self.watcher is not None and self._outcome.state is StepState.SUCCEEDED:
@@ -61,9 +61,9 @@ class SlurmRunningStep(RunningStep[SlurmHandle]):
         with contextlib.suppress(BackendError):  # the step's own outcome is what the user needs to see
             scontrol.scancel(job_ids, self.handle.slurm_conf)
 
-    def _server_deadline(self, state: str) -> StepOutcome | None:
+    def _server_deadline(self, state: StepState) -> StepOutcome | None:
         assert self.watcher is not None
-        if state != "RUNNING":
+        if state is not StepState.RUNNING:
             self.watcher.stop_clock()
             return None
         self.watcher.start_clock()

@@ -12,12 +12,20 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlrecipe.backends.base import StepState
 from mlrecipe.errors import SlurmError, TransientBackendError
 
-ACTIVE = frozenset({
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
-    "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD",
-})
+#: Slurm's job states (``JobState``) as step states: queued or held, or between phases (pending); running; done.
+#: A state not listed (a newer Slurm's) counts as failed.
+SLURM_STATES: dict[str, StepState] = {
+    **dict.fromkeys(("PENDING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+                     "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"), StepState.PENDING),
+    "RUNNING": StepState.RUNNING,
+    "COMPLETED": StepState.SUCCEEDED,
+    **dict.fromkeys(("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+                     "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED"), StepState.FAILED),
+}
+#: Reasons that keep a queued job from ever running: it counts as failed.
 NEVER_RUNS = frozenset({"DependencyNeverSatisfied"})
 _FIELD = re.compile(r"(\w[\w/:]*)=(\S*)")
 
@@ -63,8 +71,15 @@ class JobInfo:
     fields: dict[str, str]
 
     @property
+    def step_state(self) -> StepState:
+        """The job's state as a step's (:data:`SLURM_STATES`); a queued job that can never run has failed."""
+        state = SLURM_STATES.get(self.state, StepState.FAILED)
+        return StepState.FAILED if state.active and self.reason in NEVER_RUNS else state
+
+    @property
     def active(self) -> bool:
-        return self.state in ACTIVE and self.reason not in NEVER_RUNS
+        """Slurm still holds the job: queued or running."""
+        return self.step_state.active
 
 
 def parse_job(text: str) -> JobInfo | None:
