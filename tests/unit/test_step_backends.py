@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mlrecipe.backends import registry
-from mlrecipe.backends.base import ReleaseContext
+from mlrecipe.backends.base import QueuesAhead, ReleaseContext
 from mlrecipe.cli import execute, inspect
 from mlrecipe.errors import ExitCode
 from mlrecipe.runner.state import load_record
@@ -27,7 +27,7 @@ class RecordingFake(FakeBackend):
         return super().submit(plan, ctx)
 
 
-class OtherBackend(RecordingFake):
+class OtherBackend(QueuesAhead, RecordingFake):
     name = "other"
 
     def cancel_handle(self, handle: Any) -> None:
@@ -80,10 +80,11 @@ def test_a_step_moved_to_another_backend_runs_again(tmp_path: Path) -> None:
 
 
 def test_a_queue_ahead_backend_sees_only_its_own_next_steps(tmp_path: Path) -> None:
-    steps = [("a", "ok", "other"), ("b", "ok", "other"), ("c", "ok", None), ("d", "ok", "other")]
+    steps = [("a", "ok", "other"), ("b", "ok", "other"), ("c", "ok", None), ("e", "ok", None), ("d", "ok", "other")]
     assert run(pipeline(tmp_path, steps)) == ExitCode.OK
     upcoming = {step: later for step, _, _, later in CONTEXTS}
-    assert upcoming == {"a": ["b"], "b": [], "c": [], "d": []}, "never past a step of another backend"
+    assert (upcoming["a"], upcoming["b"], upcoming["d"]) == (["b"], [], []), "never past a step of another backend"
+    assert upcoming["c"] == [], "a backend that does not declare QueuesAhead is told of no later step"
 
 
 def test_status_resume_and_uninstall_reach_each_steps_backend(tmp_path: Path,

@@ -62,8 +62,9 @@ class ReleaseContext:
     """Where and as what a release runs, and what the runner will run after the current step.
 
     ``pipeline`` is every step name in order; ``upcoming`` the steps the runner will run after the one
-    being submitted (steps it skips as unchanged are left out), for backends that queue ahead: only steps of
-    the same backend, up to the first step of another one. ``state_dir`` is the release's on every backend.
+    being submitted (steps it skips as unchanged are left out), for backends that queue ahead
+    (:class:`QueuesAhead`; empty for the others): only steps of the same backend, up to the first step of another
+    one. ``state_dir`` is the release's on every backend.
     """
 
     release: str
@@ -199,6 +200,18 @@ def sleep_until_readable(fds: list[int], timeout: float) -> None:
     for fd in fds:
         poller.register(fd, select.POLLIN)
     poller.poll(timeout * 1000)
+
+
+class QueuesAhead:
+    """Capability of a backend that submits the steps after the one being submitted at once, each waiting for the
+    one before (Slurm's chain mode). The runner fills ``ReleaseContext.upcoming`` only for such a backend (checked
+    with ``isinstance``); when the runner reaches a queued step, the backend attaches to its waiting job."""
+
+
+class AdoptsSubmitted:
+    """Capability of a backend whose ``submit`` finds a step's earlier submission (running or finished) and adopts
+    it instead of starting the step twice: ``resume`` leaves such a running step alone rather than cancelling it
+    first (checked with ``isinstance``)."""
 
 
 class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):

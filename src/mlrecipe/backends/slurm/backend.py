@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from mlrecipe.backends.base import Backend, ReleaseContext, StepState
+from mlrecipe.backends.base import Backend, QueuesAhead, ReleaseContext, StepState
 from mlrecipe.backends.host import resources
 from mlrecipe.backends.host.images import ImageEnvironments
 from mlrecipe.backends.host.launches import launch_problems
@@ -34,7 +34,7 @@ from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
 
-class SlurmBackend(Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
+class SlurmBackend(QueuesAhead, Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
     """Runs each step as one Slurm batch job; see the module docstring."""
 
     name = "slurm"
