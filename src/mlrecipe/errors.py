@@ -102,6 +102,8 @@ class SecretConflictError(UserError):
 class TemplateError(UserError):
     """A Helm expression in a recipe's env failed to evaluate."""
 
+    index: int | None = None  #: position of the failing string among those evaluated together
+
 
 class RecipeInputError(UserError):
     """``mlrecipe doctor`` was given a recipe file that is missing or unreadable."""

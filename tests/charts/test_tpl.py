@@ -18,7 +18,7 @@ def test_expressions_are_evaluated() -> None:
 def test_plain_strings_do_not_reach_helm(monkeypatch: pytest.MonkeyPatch) -> None:
     import mlrecipe.helm.tpl as tpl
 
-    monkeypatch.setattr(tpl, "load_chart", lambda *_: pytest.fail("Helm was called"))
+    monkeypatch.setattr(tpl, "_chart", lambda *_: pytest.fail("Helm was called"))
     assert expand_templates(["a", "b {x}"], {}, "r", "n") == ["a", "b {x}"]
 
 

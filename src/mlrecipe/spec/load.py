@@ -150,6 +150,23 @@ def _chart_rules(recipe: Recipe, values: dict[str, Any], chart: ChartInfo, sourc
     return issues
 
 
+def _template_issues(recipe: Recipe, sources: ValueSources) -> list[SpecIssue]:
+    """Env values are evaluated as Helm expressions on every backend: a malformed one is refused here, at its file
+    and line, before any backend evaluates it (nothing is evaluated here)."""
+    located: list[tuple[Loc, str]] = []
+    for key in COMMAND_BLOCKS:
+        block = getattr(recipe, key)
+        located += [((key, "env", i, "value"), e.value) for i, e in enumerate(block.env if block else [])]
+    if recipe.mpirun is not None:
+        located += [(("mpirun", "env", i, "value"), e.value) for i, e in enumerate(recipe.mpirun.env)]
+    located += [(("env", i, "value"), e.value) for i, e in enumerate(recipe.env)]
+    if not any("{{" in value for _, value in located):
+        return []
+    from mlrecipe.helm.tpl import syntax_errors
+
+    return [SpecIssue(*sources.locate(located[i][0]), problem) for i, problem in syntax_errors([v for _, v in located])]
+
+
 def build_step(
     name: str,
     chart_name: str,
@@ -173,7 +190,7 @@ def build_step(
         recipe = Recipe.model_validate(values)
     except ValidationError as exc:
         return None, pydantic_issues(exc, values, sources)
-    issues = _chart_rules(recipe, values, chart, sources)
+    issues = _chart_rules(recipe, values, chart, sources) + _template_issues(recipe, sources)
     if issues:
         return None, issues
     step = StepSpec(name, chart, values, recipe, depends_on, sources=sources)
@@ -223,6 +240,10 @@ def load_step_release(
         issues.append(SpecIssue("<command line>", None, "RELEASE",
                                 f"invalid release name '{release}': lowercase letters, digits and '-', "
                                 "at most 40 characters"))
+    if not re.match(NAME_PATTERN, namespace) or len(namespace) > 63:  # like a pipeline's namespace: a path part
+        issues.append(SpecIssue("<command line>", None, "--namespace",
+                                f"invalid namespace '{namespace}': lowercase letters, digits and '-', "
+                                "at most 63 characters"))
     sources = ValueSources()
     values: dict[str, Any] = {}
     try:

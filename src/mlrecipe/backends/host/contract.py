@@ -39,14 +39,22 @@ def step_program(step: StepSpec, ctx: ReleaseContext) -> dict[str, Any]:
 def recipe_env(step: StepSpec, ctx: ReleaseContext) -> dict[str, str]:
     """The command block's env, with Helm expressions evaluated by the real Helm engine."""
     entries = step.block.env
+    paths = [f"{step.chart.block}.env[{i}].value" for i in range(len(entries))]
     if step.recipe.mpirun is not None:
         entries = [*step.recipe.mpirun.env, *entries]
+        paths = [f"mpirun.env[{i}].value" for i in range(len(step.recipe.mpirun.env))] + paths
     names = [e.name for e in entries]
     values = [e.value for e in entries]
     if any("{{" in v for v in values):
+        from mlrecipe.errors import SpecError, TemplateError
         from mlrecipe.helm.tpl import expand_templates
 
-        values = expand_templates(values, step.chart_values(), ctx.release, ctx.namespace)
+        try:
+            values = expand_templates(values, step.chart_values(), ctx.release, ctx.namespace)
+        except TemplateError as exc:  # at the value's file and line
+            if exc.index is None:
+                raise
+            raise SpecError([step.issue(paths[exc.index], str(exc))]) from None
     return dict(zip(names, values, strict=True))
 
 
