@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mlrecipe.backends.base import Backend, ReleaseContext, StepOutcome, StepState, sleep_until_readable
+from mlrecipe.backends.base import Backend, QueuesAhead, ReleaseContext, StepOutcome, StepState, sleep_until_readable
 from mlrecipe.config import release_dir
 from mlrecipe.errors import BackendError, ExitCode, ReleaseBusyError
 from mlrecipe.runner.active import ActiveStep
@@ -205,8 +205,11 @@ class ReleaseRunner:
                 sched.fail(step.name)
 
     def _upcoming(self, step: StepSpec, sched: _Schedule, record: ReleaseRecord) -> tuple[StepSpec, ...]:
-        """The steps the runner will run after ``step`` on the same backend, up to one on another backend."""
+        """The steps the runner will run after ``step`` on the same backend, up to one on another backend, for a
+        backend that queues ahead (none for the others)."""
         impl, out = self.backends.of(step), []
+        if not isinstance(impl, QueuesAhead):
+            return ()
         for later in sched.waiting:
             if self.will_skip(later, record):
                 continue
