@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mlrecipe.runtime import RUNTIME_PATH, step_runtime
 
 
@@ -71,6 +73,7 @@ def test_host_resolution_is_retried_then_bounded() -> None:
     assert "not known" in (step_runtime.wait_for_host("algo-1", timeout=0.05, interval=0.01, resolve=never) or "")
 
 
+@pytest.mark.integration
 def test_unresolvable_master_fails_with_a_clear_message(tmp_path: Path) -> None:
     step = tmp_path / "step.json"
     step.write_text(json.dumps({"version": 1, "release": "r", "step": "s", "command": ["true"]}))

@@ -1,0 +1,225 @@
+"""Models, endpoint configs and endpoints of local SageMaker mode.
+
+``create_endpoint`` extracts the first production variant's model archive (``file://`` or ``s3://``) and starts
+:mod:`.local_model_server` with the client's Python in its own session; the endpoint is ``Creating`` until the
+server has loaded the model and listens (``InService``), ``Failed`` with the reason if it cannot.
+``delete_endpoint`` stops the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from mlrecipe.backends.sagemaker import local_processes as procs
+from mlrecipe.backends.sagemaker.local_channels import S3ClientFactory
+from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, when
+from mlrecipe.backends.sagemaker.local_training import OK, validate_request
+
+SERVER = Path(__file__).with_name("local_model_server.py")
+
+
+def _missing(what: str, name: str, operation: str) -> Exception:
+    return client_error("ValidationException", f"Could not find {what} \"{arn(what.replace(' ', '-'), name)}\".",
+                        operation)
+
+
+class LocalHosting:
+    """The hosting half of :class:`~.local_client.LocalSageMakerClient`."""
+
+    root: Path
+    python_bin_dir: Path | None
+    s3_client_factory: S3ClientFactory | None
+
+    @property
+    def _models(self) -> Store:
+        return Store(self.root, "model")
+
+    @property
+    def _configs(self) -> Store:
+        return Store(self.root, "endpoint-config")
+
+    @property
+    def _endpoints(self) -> Store:
+        return Store(self.root, "endpoint", nested=True)
+
+    def _create(self, store: Store, kind: str, name: str, request: dict[str, Any], operation: str,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        validate_request(operation, request)
+        record = {"request": request, "arn": arn(kind, name), "created": time.time(), **(extra or {})}
+        if not store.create(name, record):
+            raise client_error("ValidationException", f"Cannot create already existing {kind.replace('-', ' ')} "
+                               f"\"{record['arn']}\".", operation)
+        return record
+
+    def create_model(self, **request: Any) -> dict[str, Any]:
+        """CreateModel (``PrimaryContainer.ModelDataUrl`` is the archive the endpoint serves)."""
+        record = self._create(self._models, "model", request["ModelName"], request, "CreateModel")
+        return {"ModelArn": record["arn"], **OK}
+
+    def describe_model(self, ModelName: str) -> dict[str, Any]:
+        record = self._models.read(ModelName)
+        if record is None:
+            raise _missing("model", ModelName, "DescribeModel")
+        return {**record["request"], "ModelArn": record["arn"], "CreationTime": when(record["created"]), **OK}
+
+    def delete_model(self, ModelName: str) -> dict[str, Any]:
+        if not self._models.delete(ModelName):
+            raise _missing("model", ModelName, "DeleteModel")
+        return dict(OK)
+
+    def create_endpoint_config(self, **request: Any) -> dict[str, Any]:
+        """CreateEndpointConfig."""
+        record = self._create(self._configs, "endpoint-config", request["EndpointConfigName"], request,
+                              "CreateEndpointConfig")
+        return {"EndpointConfigArn": record["arn"], **OK}
+
+    def describe_endpoint_config(self, EndpointConfigName: str) -> dict[str, Any]:
+        record = self._configs.read(EndpointConfigName)
+        if record is None:
+            raise _missing("endpoint configuration", EndpointConfigName, "DescribeEndpointConfig")
+        return {**record["request"], "EndpointConfigArn": record["arn"], "CreationTime": when(record["created"]),
+                **OK}
+
+    def delete_endpoint_config(self, EndpointConfigName: str) -> dict[str, Any]:
+        if not self._configs.delete(EndpointConfigName):
+            raise _missing("endpoint configuration", EndpointConfigName, "DeleteEndpointConfig")
+        return dict(OK)
+
+    def _extract(self, url: str, dest: Path) -> None:
+        archive = dest.with_name("model.tar.gz")
+        if url.startswith("file://"):
+            shutil.copyfile(unquote(urlparse(url).path), archive)
+        elif url.startswith("s3://") and self.s3_client_factory is not None:
+            parsed = urlparse(url)
+            self.s3_client_factory().download_file(parsed.netloc, parsed.path.lstrip("/"), str(archive))
+        else:
+            raise ValueError(f"unsupported ModelDataUrl {url}")
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(dest, filter="data")
+
+    def _python(self) -> str:
+        if self.python_bin_dir is not None:
+            for name in ("python3", "python"):
+                if (self.python_bin_dir / name).exists():
+                    return str(self.python_bin_dir / name)
+        return sys.executable
+
+    def create_endpoint(self, **request: Any) -> dict[str, Any]:
+        """CreateEndpoint: ``Creating`` at once; the model server starts in the background."""
+        op = "CreateEndpoint"
+        validate_request(op, request)
+        name, config_name = request["EndpointName"], request["EndpointConfigName"]
+        config = self._configs.read(config_name)
+        if config is None:
+            raise _missing("endpoint configuration", config_name, op)
+        variant = config["request"]["ProductionVariants"][0]
+        model = self._models.read(variant["ModelName"])
+        if model is None:
+            raise _missing("model", variant["ModelName"], op)
+        record = {"request": request, "arn": arn("endpoint", name), "created": time.time(), "modified": time.time(),
+                  "status": "Creating", "failure_reason": None, "port": None, "server": None,
+                  "variant": variant}
+        if not self._endpoints.create(name, record):
+            raise client_error("ValidationException", f"Cannot create already existing endpoint "
+                               f"\"{record['arn']}\".", op)
+        home = self._endpoints.home(name)
+        container = model["request"].get("PrimaryContainer") or (model["request"].get("Containers") or [{}])[0]
+        try:
+            self._extract(container.get("ModelDataUrl", ""), home / "model")
+        except (OSError, ValueError, tarfile.TarError) as exc:
+            (home / "failed.txt").write_text(f"ClientError: cannot read the model archive: {exc}")
+            return {"EndpointArn": record["arn"], **OK}
+        env = {**os.environ, **(container.get("Environment") or {}), "SM_MODEL_DIR": str(home / "model")}
+        if self.python_bin_dir is not None:
+            env["PATH"] = f"{self.python_bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        with open(home / "server.log", "ab") as log:
+            child = subprocess.Popen([self._python(), str(SERVER), str(home)], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._endpoints.update(name, lambda r: r.update(server=procs.identity(child.pid)))
+        self._servers.append(child)
+        return {"EndpointArn": record["arn"], **OK}
+
+    @property
+    def _servers(self) -> list[subprocess.Popen]:
+        if not hasattr(self, "_server_children"):
+            self._server_children: list[subprocess.Popen] = []
+        self._server_children[:] = [c for c in self._server_children if c.poll() is None]
+        return self._server_children
+
+    def _settle(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+        """A ``Creating`` endpoint becomes ``InService`` once its server is ready, ``Failed`` if it cannot be."""
+        if record["status"] != "Creating":
+            return record
+        home = self._endpoints.home(name)
+        change: dict[str, Any] = {}
+        if (home / "ready.json").is_file():
+            change = {"status": "InService", "port": json.loads((home / "ready.json").read_text())["port"]}
+        elif (home / "failed.txt").is_file():
+            change = {"status": "Failed", "failure_reason": (home / "failed.txt").read_text()[:1024]}
+        elif record["server"] and not procs.alive(record["server"]):
+            change = {"status": "Failed", "failure_reason": f"the model server exited (see {home / 'server.log'})"}
+        if not change:
+            return record
+        return self._endpoints.update(name, lambda r: r.update(change, modified=time.time())) or record
+
+    def describe_endpoint(self, EndpointName: str) -> dict[str, Any]:
+        """DescribeEndpoint: ``Creating`` -> ``InService`` | ``Failed`` (with ``FailureReason``)."""
+        record = self._endpoints.read(EndpointName)
+        if record is None:
+            raise _missing("endpoint", EndpointName, "DescribeEndpoint")
+        record = self._settle(EndpointName, record)
+        variant = record["variant"]
+        out = {"EndpointName": EndpointName, "EndpointArn": record["arn"],
+               "EndpointConfigName": record["request"]["EndpointConfigName"], "EndpointStatus": record["status"],
+               "CreationTime": when(record["created"]), "LastModifiedTime": when(record["modified"]),
+               "ProductionVariants": [{"VariantName": variant.get("VariantName", "AllTraffic"),
+                                       "CurrentInstanceCount": variant.get("InitialInstanceCount", 1),
+                                       "DesiredInstanceCount": variant.get("InitialInstanceCount", 1)}], **OK}
+        if record["failure_reason"]:
+            out["FailureReason"] = record["failure_reason"]
+        return out
+
+    def delete_endpoint(self, EndpointName: str) -> dict[str, Any]:
+        """DeleteEndpoint: the server is stopped (SIGTERM, SIGKILL after 5 s) and the endpoint forgotten."""
+        record = self._endpoints.read(EndpointName)
+        if record is None:
+            raise _missing("endpoint", EndpointName, "DeleteEndpoint")
+        server = record.get("server")
+        if server:
+            procs.signal_group(server, signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while procs.alive(server) and time.monotonic() < deadline:
+                self._servers  # noqa: B018 (reaps a server this client started)
+                time.sleep(0.05)
+            procs.kill_host(server)
+        with self._endpoints.locked():
+            shutil.rmtree(self._endpoints.home(EndpointName), ignore_errors=True)
+        return dict(OK)
+
+    def list_endpoints(self, NameContains: str | None = None, **_filters: Any) -> dict[str, Any]:
+        names = [n for n in self._endpoints.names() if not NameContains or NameContains in n]
+        return {"Endpoints": [{k: v for k, v in self.describe_endpoint(n).items()
+                               if k in ("EndpointName", "EndpointArn", "CreationTime", "LastModifiedTime",
+                                        "EndpointStatus")} for n in names], **OK}
+
+    def endpoint_url(self, endpoint_name: str) -> str:
+        """Local-only: ``http://127.0.0.1:<port>`` of an ``InService`` endpoint (``/ping``, ``/invocations``)."""
+        record = self._endpoints.read(endpoint_name)
+        if record is None:
+            raise _missing("endpoint", endpoint_name, "DescribeEndpoint")
+        record = self._settle(endpoint_name, record)
+        if record["status"] != "InService":
+            raise client_error("ValidationException", f"Endpoint {endpoint_name} is {record['status']}, not "
+                               "InService.", "InvokeEndpoint")
+        return f"http://127.0.0.1:{record['port']}"

@@ -1,0 +1,71 @@
+"""Processes of local SageMaker mode: identified by pid and start time (so a reused pid is never signalled), each
+host a process group whose leader is ``unshare`` holding the host's own mount, UTS and pid namespaces."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
+               'hostname "$h"; exec "$@"')
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None when it is gone (a zombie counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+def identity(pid: int) -> list[int]:
+    return [pid, start_time(pid) or 0]
+
+
+def alive(ident: list[int] | None) -> bool:
+    """True while the process ``[pid, start time]`` still runs."""
+    return bool(ident) and start_time(ident[0]) == ident[1]
+
+
+def signal_group(ident: list[int], signum: int) -> None:
+    """Send ``signum`` to the process group led by ``ident`` (if that leader still runs)."""
+    if alive(ident):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(ident[0], signum)
+
+
+def kill_host(ident: list[int]) -> None:
+    """End a host at once: SIGKILL to ``unshare`` (its ``--kill-child`` ends the host's pid namespace, so every
+    process in the host goes with it) and to its process group."""
+    if alive(ident):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(ident[0], signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(ident[0], signal.SIGKILL)
+
+
+def host_argv(host: str, mounts: list[tuple[str, str]], argv: list[str]) -> list[str]:
+    """``argv`` as the entrypoint (pid 1) of host ``host``: private mount, UTS (hostname) and pid namespaces with
+    ``mounts`` (source, target) bound in order."""
+    prefix = ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
+              "--propagation", "private"]
+    if os.geteuid() != 0:
+        prefix.insert(1, "--map-root-user")
+    pairs = [p for m in mounts for p in m]
+    return [*prefix, "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-host", host, *pairs, "--", *argv]
+
+
+def set_parent_death_kill() -> None:
+    """In a child before exec: SIGKILL when the parent (the job's supervisor) dies, so no host outlives it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

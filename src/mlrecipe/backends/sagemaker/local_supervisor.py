@@ -1,0 +1,166 @@
+"""The detached process that runs one local training job: ``python -m ...local_supervisor ROOT JOB_NAME``.
+
+It starts one process group per host (see :mod:`.local_processes`), records their identities in ``pids.json``,
+waits, and ends the job as SageMaker would: Completed when every host exits 0 (host 1's ``model/`` packed as
+``model.tar.gz``), Failed when one does not (the reason from ``/opt/ml/output/failure``, else the exit status
+and the log's tail; the other hosts are stopped), Stopped on SIGTERM (StopTrainingJob) or past
+``MaxRuntimeInSeconds``. Stopping sends SIGTERM to each host's processes and SIGKILL after the grace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mlrecipe.backends.sagemaker import local_processes as procs
+from mlrecipe.backends.sagemaker.local_job import fail, set_secondary
+from mlrecipe.backends.sagemaker.local_store import Store, write_json
+
+POLL_SECONDS = 0.05
+
+
+class _Stop:
+    requested = False
+
+    def __call__(self, _signum: int, _frame: object) -> None:
+        self.requested = True
+
+
+def _start_hosts(local: dict[str, Any]) -> list[subprocess.Popen]:
+    started = []
+    for host in local["hosts"]:
+        env = {**os.environ, **host["env"]}
+        with open(host["log"], "ab") as log:
+            started.append(subprocess.Popen(
+                procs.host_argv(host["name"], [tuple(m) for m in host["mounts"]], local["argv"]), env=env,
+                cwd=host["tree"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=procs.set_parent_death_kill))
+    return started
+
+
+def _end_hosts(hosts: list[subprocess.Popen], grace: float) -> None:
+    idents = [procs.identity(p.pid) for p in hosts]
+    for ident in idents:
+        procs.signal_group(ident, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(p.poll() is None for p in hosts):
+        time.sleep(POLL_SECONDS)
+    for ident in idents:
+        procs.kill_host(ident)
+    for p in hosts:
+        p.wait()
+
+
+def _failure_reason(local: dict[str, Any], codes: list[int | None]) -> str:
+    for host in local["hosts"]:
+        failure = Path(host["tree"]) / "output" / "failure"
+        if failure.is_file() and failure.read_text().strip():
+            return failure.read_text().strip()
+    for host, code in zip(local["hosts"], codes, strict=True):
+        if code not in (None, 0):
+            try:
+                tail = Path(host["log"]).read_text(errors="replace").strip().splitlines()[-3:]
+            except OSError:
+                tail = []
+            detail = (": " + " | ".join(tail)) if tail else ""
+            return f"AlgorithmError: {host['name']} exited with status {code}{detail}"
+    return "AlgorithmError: a host failed"
+
+
+def _pack(directory: Path, archive: Path) -> None:
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_name(archive.name + ".partial")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for path in sorted(directory.iterdir()):
+            tar.add(path, arcname=path.name)
+    os.replace(tmp, archive)
+
+
+def run(root: Path, name: str) -> int:
+    """Run job ``name`` to its end; the exit status is 0 unless the job could not be run at all."""
+    store = Store(root, "training-job", nested=True)
+    stop = _Stop()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    record = store.read(name)
+    if record is None:
+        return 2
+    local = record["local"]
+    home = store.home(name)
+
+    def training(r: dict[str, Any]) -> None:
+        if r["status"] == "InProgress":
+            r["started"] = time.time()
+            set_secondary(r, "Training", "Training image download completed. Training in progress.")
+
+    if store.update(name, training)["status"] != "InProgress":  # stopped before it started
+        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
+        return 0
+    hosts = _start_hosts(local)
+    write_json(home / "pids.json", {"supervisor": procs.identity(os.getpid()),
+                                    "hosts": [procs.identity(p.pid) for p in hosts]})
+    deadline = time.monotonic() + float(local["max_run"])
+    ending = None
+    while ending is None:
+        codes = [p.poll() for p in hosts]
+        if all(c is not None for c in codes):
+            ending = "exited"
+        elif any(c not in (None, 0) for c in codes):
+            ending = "failed"
+        elif stop.requested:
+            ending = "stopped"
+        elif time.monotonic() > deadline:
+            ending = "max-runtime"
+        else:
+            time.sleep(POLL_SECONDS)
+    if ending != "exited":
+        _end_hosts(hosts, float(local["stop_grace"]))
+    codes = [p.returncode for p in hosts]
+    if ending == "stopped":
+        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
+    elif ending == "max-runtime":
+        store.update(name, lambda r: set_secondary(
+            r, "MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded", "Stopped"))
+    elif any(c != 0 for c in codes):
+        reason = _failure_reason(local, codes)
+        store.update(name, lambda r: fail(r, reason))
+    else:
+        store.update(name, lambda r: set_secondary(r, "Uploading", "Uploading generated training model"))
+        first = Path(local["hosts"][0]["tree"])
+        archive = Path(local["model_dest"])
+        _pack(first / "model", archive)
+        output = first / "output" / "data"
+        if any(output.iterdir()):
+            _pack(output, archive.with_name("output.tar.gz"))
+
+        def completed(r: dict[str, Any]) -> None:
+            r["model_artifacts"] = archive.as_uri()
+            set_secondary(r, "Completed", "Training job completed", "Completed")
+
+        store.update(name, completed)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        sys.stderr.write("usage: python -m mlrecipe.backends.sagemaker.local_supervisor ROOT JOB_NAME\n")
+        return 2
+    try:
+        return run(Path(args[0]), args[1])
+    except Exception as exc:  # the job must end with a reason whatever went wrong here
+        reason = f"InternalServerError: local supervisor: {type(exc).__name__}: {exc}"
+        Store(Path(args[0]), "training-job", nested=True).update(args[1], lambda r: fail(r, reason))
+        sys.stderr.write(json.dumps({"error": reason}) + "\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

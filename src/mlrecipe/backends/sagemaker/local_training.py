@@ -1,0 +1,259 @@
+"""Training jobs of local SageMaker mode: CreateTrainingJob, DescribeTrainingJob, StopTrainingJob, ListTrainingJobs.
+
+``create_training_job`` validates the request with botocore's SageMaker service model (as the boto3 client would),
+builds each host's ``/opt/ml`` tree, stages the channels, and starts the job's detached supervisor
+(:mod:`.local_supervisor`), so the job outlives the calling process and any client on the same root can describe
+or stop it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from mlrecipe.backends.sagemaker import local_processes as procs
+from mlrecipe.backends.sagemaker.local_channels import (
+    S3ClientFactory,
+    StagingError,
+    file_system_mounts,
+    stage_channels,
+)
+from mlrecipe.backends.sagemaker.local_job import describe, fail, new_record, set_secondary, summary
+from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, not_found, write_json
+from mlrecipe.backends.sagemaker.local_tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
+
+DEFAULT_MAX_RUN = 86400
+CONTRACT_PREFIXES = ("PET_", "SM_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "LWS_", "TORCHELASTIC_", "MLRECIPE_RUN_ID")
+CONTRACT_NAMES = {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                  "GROUP_RANK", "JOB_COMPLETION_INDEX", "CUDA_VISIBLE_DEVICES", "TRAINING_JOB_NAME", "CURRENT_HOST"}
+OK = {"ResponseMetadata": {"HTTPStatusCode": 200}}
+
+
+@cache
+def _operation_shape(operation: str) -> Any:
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("sagemaker").operation_model(operation).input_shape
+
+
+def validate_request(operation: str, params: dict[str, Any]) -> None:
+    """Raise botocore's ``ParamValidationError`` for a request the boto3 client would refuse."""
+    from botocore.validate import validate_parameters
+
+    validate_parameters(params, _operation_shape(operation))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _gpu_slices(hosts: int) -> list[list[int]]:
+    from mlrecipe.backends.host.devices import visible_gpus
+
+    gpus = [g.index for g in visible_gpus()]
+    if not gpus:
+        return [[] for _ in range(hosts)]
+    if len(gpus) < hosts:
+        return [[gpus[i % len(gpus)]] for i in range(hosts)]
+    per = len(gpus) // hosts
+    return [gpus[i * per:(i + 1) * per] for i in range(hosts)]
+
+
+def _scrubbed_env() -> dict[str, str]:
+    """The caller's environment without another launcher's contract variables (the job sets its own)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in CONTRACT_NAMES and not k.startswith(CONTRACT_PREFIXES)}
+
+
+def _local_path(uri: str) -> Path | None:
+    return Path(unquote(urlparse(uri).path)) if uri.startswith("file://") else None
+
+
+class LocalTraining:
+    """The training-job half of :class:`~.local_client.LocalSageMakerClient`."""
+
+    root: Path
+    python_bin_dir: Path | None
+    stop_grace_s: float
+    file_systems_root: Path
+    s3_client_factory: S3ClientFactory | None
+
+    @property
+    def _jobs(self) -> Store:
+        return Store(self.root, "training-job", nested=True)
+
+    def _plan_local(self, request: dict[str, Any]) -> dict[str, Any]:
+        name = request["TrainingJobName"]
+        home = self._jobs.home(name)
+        algo = request["AlgorithmSpecification"]
+        argv = [*algo.get("ContainerEntrypoint", []), *algo.get("ContainerArguments", [])]
+        names = host_names(int(request["ResourceConfig"]["InstanceCount"]))
+        path = os.environ.get("PATH", "/usr/bin:/bin")
+        if self.python_bin_dir is not None:
+            path = f"{self.python_bin_dir}{os.pathsep}{path}"
+        output = _local_path((request.get("OutputDataConfig") or {}).get("S3OutputPath", ""))
+        model_dest = (output / name / "output" if output else home / "output") / "model.tar.gz"
+        mounts = [[str(src), dst] for src, dst in file_system_mounts(request.get("InputDataConfig") or [],
+                                                                       self.file_systems_root)]
+        checkpoint = request.get("CheckpointConfig")
+        if checkpoint:
+            source = _local_path(checkpoint.get("S3Uri", "")) or home / "checkpoints"
+            mounts.append([str(source), checkpoint.get("LocalPath") or f"{OPT_ML}/checkpoints"])
+        port = str(_free_port())
+        hosts = []
+        for i, (host, gpus) in enumerate(zip(names, _gpu_slices(len(names)), strict=True)):
+            env = sm_env(request, host, names, len(gpus), os.cpu_count() or 1)
+            env.update({"PATH": path, "PET_MASTER_PORT": port, "TRAINING_JOB_ARN": arn("training-job", name)})
+            if gpus:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+            env.update(request.get("Environment") or {})
+            tree = home / "hosts" / host / "opt-ml"
+            hosts.append({"name": host, "tree": str(tree), "env": env, "log": str(self.log_path(name, i)),
+                          "mounts": [[str(tree), OPT_ML], [str(home / "hosts.txt"), "/etc/hosts"], *mounts]})
+        max_run = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds", DEFAULT_MAX_RUN)
+        return {"argv": argv, "hosts": hosts, "max_run": max_run, "stop_grace": self.stop_grace_s,
+                "model_dest": str(model_dest)}
+
+    def _check_local(self, request: dict[str, Any]) -> None:
+        op = "CreateTrainingJob"
+        if not request["AlgorithmSpecification"].get("ContainerEntrypoint"):
+            raise client_error("ValidationException", "local mode runs AlgorithmSpecification.ContainerEntrypoint "
+                               "(no container images): set it", op)
+        if not request["ResourceConfig"].get("InstanceCount"):
+            raise client_error("ValidationException", "local mode needs ResourceConfig.InstanceCount (instance "
+                               "groups are not supported locally)", op)
+        if shutil.which("unshare") is None:
+            raise client_error("ValidationException", "local mode needs 'unshare' (util-linux)", op)
+        if not os.path.isdir(OPT_ML):
+            if os.geteuid() != 0:
+                raise client_error("ValidationException", f"local mode needs the mount point {OPT_ML}: create "
+                                   f"it once (sudo mkdir -p {OPT_ML})", op)
+            os.makedirs(OPT_ML, exist_ok=True)
+
+    def _prepare(self, name: str, request: dict[str, Any], local: dict[str, Any]) -> None:
+        home = self._jobs.home(name)
+        (home / "logs").mkdir(parents=True, exist_ok=True)
+        base = Path("/etc/hosts").read_text() if Path("/etc/hosts").is_file() else ""
+        (home / "hosts.txt").write_text(hosts_file(len(local["hosts"]), base))
+        names = [h["name"] for h in local["hosts"]]
+        trees = [make_tree(home / "hosts" / h, request, h, names) for h in names]
+        for host in local["hosts"]:
+            for source, _target in host["mounts"][2:]:
+                Path(source).mkdir(parents=True, exist_ok=True)
+        self._jobs.update(name, lambda r: set_secondary(r, "Downloading", "Downloading input data"))
+        stage_channels(request.get("InputDataConfig") or [], trees, self.s3_client_factory)
+
+    def create_training_job(self, **request: Any) -> dict[str, Any]:
+        """CreateTrainingJob: the job starts at once; ``ResourceInUse`` when the name exists."""
+        validate_request("CreateTrainingJob", request)
+        self._check_local(request)
+        name = request["TrainingJobName"]
+        record = new_record(request, self._plan_local(request))
+        if not self._jobs.create(name, record):
+            raise client_error("ResourceInUse", f"Training job names must be unique within an AWS account and "
+                               f"region, and a training job with this name already exists ({record['arn']})",
+                               "CreateTrainingJob")
+        try:
+            self._prepare(name, request, record["local"])
+        except (StagingError, OSError) as exc:
+            reason = str(exc) if isinstance(exc, StagingError) else f"ClientError: staging failed: {exc}"
+            self._jobs.update(name, lambda r: fail(r, reason))
+            return {"TrainingJobArn": record["arn"], **OK}
+        home = self._jobs.home(name)
+        with open(home / "supervisor.log", "ab") as log:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "mlrecipe.backends.sagemaker.local_supervisor", str(self.root), name],
+                env=_scrubbed_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        write_json(home / "pids.json", {"supervisor": procs.identity(child.pid), "hosts": []})
+        self._children.append(child)
+        return {"TrainingJobArn": record["arn"], **OK}
+
+    @property
+    def _children(self) -> list[subprocess.Popen]:
+        if not hasattr(self, "_spawned"):
+            self._spawned: list[subprocess.Popen] = []
+        self._spawned[:] = [c for c in self._spawned if c.poll() is None]
+        return self._spawned
+
+    def _pids(self, name: str) -> dict[str, Any]:
+        try:
+            return json.loads((self._jobs.home(name) / "pids.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _reconcile(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+        """A job whose supervisor is gone while it runs ends now (Stopped if stopping, else Failed)."""
+        if record["status"] not in ("InProgress", "Stopping"):
+            return record
+        pids = self._pids(name)
+        if "supervisor" not in pids or procs.alive(pids["supervisor"]):
+            return record
+        for ident in pids.get("hosts", []):
+            procs.kill_host(ident)
+
+        def end(r: dict[str, Any]) -> None:
+            if r["status"] == "Stopping":
+                set_secondary(r, "Stopped", "Training job stopped", "Stopped")
+            elif r["status"] == "InProgress":
+                fail(r, f"InternalServerError: the local job's supervisor ended (see "
+                        f"{self._jobs.home(name) / 'supervisor.log'})")
+
+        return self._jobs.update(name, end) or record
+
+    def describe_training_job(self, TrainingJobName: str) -> dict[str, Any]:
+        """DescribeTrainingJob; ``ValidationException`` for an unknown job."""
+        record = self._jobs.read(TrainingJobName)
+        if record is None:
+            raise not_found("DescribeTrainingJob")
+        return describe(self._reconcile(TrainingJobName, record))
+
+    def stop_training_job(self, TrainingJobName: str) -> dict[str, Any]:
+        """StopTrainingJob: the job goes Stopping, then Stopped once its hosts have ended (SIGTERM, then SIGKILL
+        after the grace)."""
+        op = "StopTrainingJob"
+        states: list[str] = []
+
+        def stopping(r: dict[str, Any]) -> None:
+            states.append(r["status"])
+            if r["status"] == "InProgress":
+                set_secondary(r, "Stopping", "Stopping the training job", "Stopping")
+
+        if self._jobs.update(TrainingJobName, stopping) is None:
+            raise not_found(op)
+        if states[0] not in ("InProgress", "Stopping"):
+            raise client_error("ValidationException", f"The request was rejected because the training job is in "
+                               f"status {states[0]}.", op)
+        supervisor = self._pids(TrainingJobName).get("supervisor")
+        if supervisor and procs.alive(supervisor):
+            os.kill(supervisor[0], 15)
+        else:
+            self._reconcile(TrainingJobName, self._jobs.read(TrainingJobName) or {})
+        return dict(OK)
+
+    def list_training_jobs(self, NameContains: str | None = None, StatusEquals: str | None = None,
+                           MaxResults: int = 100, SortBy: str = "CreationTime", SortOrder: str = "Descending",
+                           **_filters: Any) -> dict[str, Any]:
+        """ListTrainingJobs with ``NameContains``, ``StatusEquals``, sorting and ``MaxResults`` (one page)."""
+        records = [r for n in self._jobs.names() if (r := self._jobs.read(n)) is not None]
+        found = [summary(self._reconcile(r["request"]["TrainingJobName"], r)) for r in records
+                 if not NameContains or NameContains in r["request"]["TrainingJobName"]]
+        if StatusEquals:
+            found = [s for s in found if s["TrainingJobStatus"] == StatusEquals]
+        key = {"Name": "TrainingJobName", "Status": "TrainingJobStatus"}.get(SortBy, "CreationTime")
+        found.sort(key=lambda s: s[key], reverse=SortOrder == "Descending")
+        return {"TrainingJobSummaries": found[:MaxResults], **OK}
+
+    def log_path(self, job_name: str, host_index: int) -> Path:
+        """Local-only: the log file of host ``host_index`` (0 is ``algo-1``) of a training job."""
+        return self._jobs.home(job_name) / "logs" / f"algo-{host_index + 1}.log"
