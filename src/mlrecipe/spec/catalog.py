@@ -47,6 +47,10 @@ class ChartInfo:
     default_framework: str | None = None
     #: Whether the chart's server answers over TLS (a self-signed certificate on hosts).
     tls: bool = False
+    #: Whether the chart serves with NVIDIA Triton (hosts run nvidia-pytriton's tritonserver, python backend only).
+    triton: bool = False
+    #: The Ray worker group's name (the chart's ``groupName``) of a RayJob chart.
+    ray_worker_group: str = "workers"
 
     @property
     def category(self) -> str:
@@ -67,7 +71,8 @@ CATALOG: dict[str, ChartInfo] = {
         _chart("training/mpijob", StepKind.MPI, "train", "MPIJob: mpirun over workers (Horovod, MPI)",
                "mpirun"),
         ChartInfo("training/raytrain", StepKind.RAY, "train", frozenset({"ray"}), "RayJob: Ray Train on a Ray cluster",
-                  host_launch="ray-job", host_needs=("ray",), default_framework="ray_train"),
+                  host_launch="ray-job", host_needs=("ray",), default_framework="ray_train",
+                  ray_worker_group="training"),
         _chart("data-prep/data-process", StepKind.JOB, "process",
                "Job (Indexed Job when nnodes > 1) running a processing command"),
         _chart("data-prep/mpijob-data-process", StepKind.MPI, "process", "MPIJob running a processing command",
@@ -82,10 +87,10 @@ CATALOG: dict[str, ChartInfo] = {
                   health_path="/-/healthz", host_needs=("ray", "mlrecipe"), default_framework="vllm-0.19.0"),
         ChartInfo("serving/triton-inference-server", StepKind.SERVER, "server", frozenset(),
                   "Triton Inference Server (vLLM, TensorRT-LLM or Python backend)", needs_command=False,
-                  health_path="/v2/health/ready"),
+                  health_path="/v2/health/ready", triton=True),
         ChartInfo("serving/triton-inference-server-lws", StepKind.SERVER, "server", frozenset(),
                   "Triton on a LeaderWorkerSet for multi-node serving", needs_command=False,
-                  health_path="/v2/health/ready"),
+                  health_path="/v2/health/ready", triton=True),
         _chart("serving/djl-lmi-server", StepKind.SERVER, "server", "DJL Large Model Inference server"),
         _chart("serving/generic-server", StepKind.SERVER, "server", "Any HTTP server with probes and ports"),
         _chart("training/mpijob-horovod-tensorflow-gpu", StepKind.MPI, "train",

@@ -24,9 +24,6 @@ from mlrecipe.runtime import RAY_CLUSTER_PATH
 from mlrecipe.spec.load import StepSpec
 from mlrecipe.spec.recipe import Resources
 
-#: The worker group's name on a cluster (the chart's ``groupName``), by chart.
-GROUPS = {"training/raytrain": "training", "data-prep/ray-data-process": "workers"}
-
 
 def _head_resources(step: StepSpec) -> Resources:
     head = ((step.recipe.ray or {}).get("resources") or {})
@@ -41,7 +38,7 @@ def cluster_spec(step: StepSpec) -> dict[str, Any]:
     return {
         "head": {"num_cpus": resources.cpus(head) or 0, "num_gpus": resources.gpus(head) or 0},
         "workers": [{
-            "group": GROUPS.get(step.chart.name, "workers"),
+            "group": step.chart.ray_worker_group,
             "replicas": per_node.nnodes,
             "num_cpus": worker_cpus,
             "num_gpus": resources.gpus(per_node) or 0,

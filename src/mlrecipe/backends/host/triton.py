@@ -12,7 +12,6 @@ import re
 
 from mlrecipe.spec.load import StepSpec
 
-CHARTS = ("serving/triton-inference-server", "serving/triton-inference-server-lws")
 #: The Triton that runs on hosts and what it lacks.
 HOST_TRITON = "the host's tritonserver (nvidia-pytriton's Triton 2.51, python backend only)"
 _NAMES = {"vllm": "vLLM", "tensorrtllm": "TensorRT-LLM", "trtllm": "TensorRT-LLM"}
@@ -40,12 +39,13 @@ def unsupported_backend(step: StepSpec) -> tuple[str, str] | None:
 def needs(step: StepSpec) -> tuple[str, ...]:
     """Python packages the step's environment needs: ``nvidia-pytriton`` when the recipe runs ``tritonserver``."""
     words = " ".join(step.command_line).split()
-    return ("pytriton",) if step.chart.name in CHARTS and words and words[0].endswith("tritonserver") else ()
+    return ("pytriton",) if step.chart.triton and words and words[0].endswith("tritonserver") else ()
 
 
 def problems(step: StepSpec, backend: str) -> list[str]:
-    """Why a Triton step cannot run on ``backend`` (a host backend); empty for other charts."""
-    if step.chart.name not in CHARTS:
+    """Why a Triton step cannot run on ``backend`` (a host backend); empty for charts that do not serve with Triton
+    (:attr:`~mlrecipe.spec.catalog.ChartInfo.triton`)."""
+    if not step.chart.triton:
         return []
     found = unsupported_backend(step)
     if found is None:
