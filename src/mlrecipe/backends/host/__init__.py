@@ -1,6 +1,11 @@
 """What the backends that start processes on hosts (local, Slurm) share.
 
-Volume mounts (:mod:`.volumes`), image -> Python environment (:mod:`.images`), the launch environment for
-devices and MPI (:mod:`.launch_env`), chart-specific launches such as Ray Serve (:mod:`.launches`) and the
-readiness watcher of serving steps (:mod:`.serving`). Neither backend imports the other.
+A step becomes one :class:`~.request.HostStepRequest` (:mod:`.request`), built the same way for both backends and
+rendered by each: the local backend into processes (:mod:`mlrecipe.backends.local.plan`), Slurm into a batch job
+(:mod:`mlrecipe.backends.slurm.job`). Its parts: the step program and the env contract (:mod:`.contract`), volume
+mounts (:mod:`.volumes`), image -> Python environment (:mod:`.images`), the launch environment for devices and MPI
+(:mod:`.launch_env`), chart-specific launches such as Ray Serve (:mod:`.launches`) and the readiness of serving
+steps (:mod:`.serving`). What is particular to a chart is declared on its catalog entry
+(:class:`~mlrecipe.spec.catalog.ChartInfo`), never as chart names here. This package imports no backend package,
+and neither backend imports the other.
 """
