@@ -13,7 +13,7 @@ from mlrecipe.helm import chart_path, render_chart
 from mlrecipe.helm.validate import validate_manifests
 from mlrecipe.spec.catalog import CATALOG
 from mlrecipe.spec.framework_scripts import framework_scripts, shipped_frameworks
-from tests.conftest import REPO
+from tests.repo import REPO
 
 SOURCE = REPO / "src" / "mlrecipe" / "serve" / "ray_openai.py"
 REFERENCE_VERSIONS = ["0.11.0", "0.12.0", "0.13.0", "0.15.0", "0.19.0"]

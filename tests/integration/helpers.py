@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import BIN, REPO, cli_env
+from tests.repo import BIN, REPO, cli_env
 
 MLRECIPE = [str(BIN / "mlrecipe")]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.repo import cli_env
 from tests.doc_snippets import REPO, Snippet, snippets
 
 pytestmark = pytest.mark.integration

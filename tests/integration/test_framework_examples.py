@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, REPO, cli_env
+from tests.repo import EXAMPLES, REPO, cli_env
 from tests.integration.helpers import MLRECIPE, cli, ray_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

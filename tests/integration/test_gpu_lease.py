@@ -15,7 +15,7 @@ import pytest
 
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.local.gpu_lease import GpuLease, is_free
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 from tests.fake_gpus import gpu_env, install_fake_nvidia_smi
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from mlrecipe.backends.host.ports import free_port
-from tests.conftest import EXAMPLES
+from tests.repo import EXAMPLES
 from tests.integration.helpers import cli, release_processes
 
 pytestmark = pytest.mark.integration

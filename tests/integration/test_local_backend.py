@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from mlrecipe.backends.host.devices import visible_gpus
-from tests.conftest import EXAMPLES
+from tests.repo import EXAMPLES
 from tests.integration.helpers import cli, finish, process_names, release_processes, start_cli, state, wait_for
 
 pytestmark = pytest.mark.integration

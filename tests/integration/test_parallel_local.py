@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 
 RECIPE = """\
 image: python:3.11

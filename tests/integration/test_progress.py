@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlrecipe.metrics import METRICS_VAR, read_progress
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, REPO, cli_env
+from tests.repo import BIN, REPO, cli_env
 
 HERE = Path(__file__).resolve().parent
 PIPELINES = HERE / "pipelines"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.repo import cli_env
 from tests.kfp.kfp_env import PIPELINES, RUN_LOCAL, compile_kfp, kfp_python
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from mlrecipe.backends.registry import get_backend
 from mlrecipe.helm.validate import validate_manifests
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
-from tests.conftest import EXAMPLES, REPO
+from tests.repo import EXAMPLES, REPO
 from tests.golden import check_golden, normalize
 
 GOLDEN = REPO / "tests" / "golden" / "kubernetes" / "eks"

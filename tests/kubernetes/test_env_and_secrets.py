@@ -23,7 +23,7 @@ from mlrecipe.helm.render import chart_path, render_chart
 from mlrecipe.helm.validate import validate_manifests
 from mlrecipe.secrets import MASK
 from mlrecipe.spec import CATALOG, SpecError, load_step_release
-from tests.conftest import BIN, EXAMPLES, REPO, cli_env
+from tests.repo import BIN, EXAMPLES, REPO, cli_env
 
 CHARTS = REPO / "charts" / "machine-learning"
 TOKEN = "hf_s3cr3tT0kenValue"

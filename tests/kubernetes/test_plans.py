@@ -23,7 +23,7 @@ from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.load import StepSpec
-from tests.conftest import EXAMPLES, REPO
+from tests.repo import EXAMPLES, REPO
 from tests.golden import check_golden, normalize
 
 GOLDEN = REPO / "tests" / "golden" / "kubernetes"

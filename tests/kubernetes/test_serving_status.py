@@ -16,7 +16,7 @@ from mlrecipe.backends.kubernetes import status
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
-from tests.conftest import EXAMPLES
+from tests.repo import EXAMPLES
 from tests.kubernetes.fake_cluster import FakeCluster
 
 

@@ -20,7 +20,7 @@ from mlrecipe.metrics import read_progress
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.runner.state import load_record
-from tests.conftest import EXAMPLES
+from tests.repo import EXAMPLES
 from tests.kubernetes.fake_cluster import FakeCluster
 from tests.kubernetes.test_status import load
 

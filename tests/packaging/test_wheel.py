@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from mlrecipe.spec.catalog import CATALOG
-from tests.conftest import REPO
+from tests.repo import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

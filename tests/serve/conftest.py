@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import BIN, EXAMPLES, REPO, cli_env
+from tests.repo import BIN, EXAMPLES, REPO, cli_env
 
 SERVE_ENV = Path(os.environ.get("MLRECIPE_SERVE_ENV") or REPO / ".venv-vllm")
 SERVE_IMAGE = "vllm/vllm-openai:latest"

@@ -13,7 +13,7 @@ import openai
 import psutil
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.repo import EXAMPLES
 from tests.serve.conftest import SERVE_ENV, has_serve_env, start_server, stop_server
 
 pytestmark = [pytest.mark.integration,

@@ -17,7 +17,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.conftest import EXAMPLES, REPO
+from tests.repo import EXAMPLES, REPO
 from tests.integration.helpers import release_processes
 from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, run_cli, write
 

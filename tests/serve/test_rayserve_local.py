@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import REPO
+from tests.repo import REPO
 from tests.integration.helpers import release_processes, release_tree, still_alive
 from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe, run_cli, write
 

@@ -12,7 +12,7 @@ import pytest
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
-from tests.conftest import REPO
+from tests.repo import REPO
 from tests.serve.test_rayserve_framework import FRAMEWORKS, framework_recipe
 
 SCRIPTS = REPO / "charts" / "machine-learning" / "serving" / "rayserve" / "scripts"

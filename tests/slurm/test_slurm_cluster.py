@@ -15,7 +15,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.conftest import EXAMPLES, REPO
+from tests.repo import EXAMPLES, REPO
 from tests.integration.helpers import cli, release_processes, release_tree, start_cli, still_alive, wait_for
 from tests.serve.conftest import NEVER_READY_RECIPE, write
 from tests.slurm.cluster import Cluster

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from mlrecipe.spec import CATALOG
-from tests.conftest import BIN, REPO
+from tests.repo import BIN, REPO
 
 CHART = "training/pytorchjob-distributed"
 RECIPE = """\

@@ -12,7 +12,7 @@ import pytest
 from mlrecipe.spec import yamlfile
 from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.yamlfile import MAX_BYTES, MAX_DEPTH, MAX_NODES, load_yaml, parse_yaml
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 
 CHART = "training/pytorchjob-distributed"
 FAST = 5.0  # seconds for a whole CLI run (interpreter start included); the check itself takes milliseconds

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mlrecipe.backends.host import images
-from tests.conftest import BIN, EXAMPLES, cli_env
+from tests.repo import BIN, EXAMPLES, cli_env
 
 
 def test_vllm_and_ray_images_map_to_the_serving_environment(tmp_path: Path,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 from tests.fake_gpus import gpu_env, install_fake_nvidia_smi
 
 TORCH = "training/pytorchjob-distributed"

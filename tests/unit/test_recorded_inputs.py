@@ -12,7 +12,7 @@ from mlrecipe.errors import UserError
 from mlrecipe.runner.recorded_inputs import SECRETS_KEY, redact, restore
 from mlrecipe.spec.load import load_step_release
 from mlrecipe.spec.values import parse_sets
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 
 TOKEN = "hf_q9Zr1tLk8sVw"
 SETS = ["process.env[0].name=HF_TOKEN", f"process.env[0].value={TOKEN}", "resources.nnodes=1"]

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from mlrecipe.spec import CATALOG, SpecError, load_step_release
 from mlrecipe.spec.recipe import Recipe
-from tests.conftest import REPO
+from tests.repo import REPO
 
 CHARTS = REPO / "charts" / "machine-learning"
 SCENARIOS = sorted((c, f) for c in CATALOG for f in (CHARTS / c / "ci").glob("*.yaml"))

@@ -14,7 +14,7 @@ from mlrecipe.cli.app import app
 from mlrecipe.errors import TemplateError
 from mlrecipe.helm import tpl
 from mlrecipe.helm.tpl import expand_templates, is_bounded, syntax_errors
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 
 CHART = "training/pytorchjob-distributed"
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.conftest import BIN, EXAMPLES, cli_env
+from tests.repo import BIN, EXAMPLES, cli_env
 
 
 def mlrecipe(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

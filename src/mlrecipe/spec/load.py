@@ -42,6 +42,8 @@ class StepSpec:
     values: dict[str, Any]
     recipe: Recipe
     depends_on: tuple[str, ...] = ()
+    #: The pipeline step sets ``depends_on`` (``[]`` too: it depends on nothing, it does not run in file order).
+    declares_depends_on: bool = False
     #: Objects (and the Helm release) carry the step's name: steps of a pipeline never share a name. A
     #: one-step ``install`` keeps the reference's names (``pytorchjob-<release>``) unless it sets step_name.
     named_by_step: bool = True
@@ -121,7 +123,7 @@ class ReleaseSpec:
     def dependencies(self) -> dict[str, frozenset[str]]:
         """Step name -> the steps it waits for: its ``depends_on`` when any step declares one, else the
         previous step (a pipeline without ``depends_on`` runs in file order)."""
-        if any(s.depends_on or s.matrix is not None for s in self.steps):
+        if any(s.declares_depends_on or s.depends_on or s.matrix is not None for s in self.steps):
             return {s.name: frozenset(s.depends_on) for s in self.steps}
         names = [s.name for s in self.steps]
         return {name: frozenset(names[i - 1:i]) for i, name in enumerate(names)}
@@ -280,12 +282,12 @@ def _order_steps(steps: list[StepSpec], doc: YamlDoc) -> tuple[list[StepSpec], l
             elif dep == s.name:
                 loc = ("steps", i, "depends_on", j)
                 issues.append(SpecIssue(doc.file, doc.line_of(loc), format_path(loc), "a step cannot depend on itself"))
-    if issues:
-        return steps, issues
-    # Kahn's algorithm, stable in file order. Without depends_on, steps run in file order.
-    explicit = any(s.depends_on for s in steps)
+    # Kahn's algorithm, stable in file order. Without depends_on, steps run in file order. The edges reported above
+    # are left out, so that a cycle elsewhere is reported with them.
+    explicit = any(s.declares_depends_on or s.depends_on for s in steps)
     deps = {
-        s.name: set(s.depends_on) if explicit else ({names[i - 1]} if i else set()) for i, s in enumerate(steps)
+        s.name: {d for d in s.depends_on if d in names and d != s.name} if explicit else set(names[max(i - 1, 0):i])
+        for i, s in enumerate(steps)
     }
     ordered: list[StepSpec] = []
     done: set[str] = set()
@@ -300,7 +302,7 @@ def _order_steps(steps: list[StepSpec], doc: YamlDoc) -> tuple[list[StepSpec], l
             return steps, issues
         ordered.append(ready[0])
         done.add(ready[0].name)
-    return ordered, issues
+    return (steps, issues) if issues else (ordered, issues)
 
 
 def _unknown_set_steps(sets: list[str], overrides: dict[str, Any], names: list[str]) -> list[SpecIssue]:
@@ -382,7 +384,8 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
             if step is not None:
                 loc = ("steps", i, "backend")
                 where = (doc.file, doc.line_of(loc), format_path(loc)) if st.backend else None
-                steps.append(dataclasses.replace(step, matrix=variant.point, backend=st.backend, backend_at=where))
+                steps.append(dataclasses.replace(step, matrix=variant.point, backend=st.backend, backend_at=where,
+                                                 declares_depends_on="depends_on" in st.model_fields_set))
     if issues:
         raise SpecError(issues)
     ordered, order_issues = _order_steps(group_heads(steps), doc)  # on the file's steps: their lines

@@ -245,7 +245,7 @@ def wire(ordered_heads: Sequence[StepSpec], steps: Sequence[StepSpec]) -> list[S
     members: dict[str, list[StepSpec]] = {}
     for step in steps:
         members.setdefault(_group(step), []).append(step)
-    explicit = any(h.depends_on for h in ordered_heads)
+    explicit = any(h.declares_depends_on or h.depends_on for h in ordered_heads)
 
     def names(group: str) -> list[str]:
         return [m.name for m in members[group]]

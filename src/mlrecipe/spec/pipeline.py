@@ -31,8 +31,8 @@ class PipelineStep(Model):
     )
     depends_on: list[str] = Field(
         default_factory=list,
-        description="Steps that must succeed before this one (a name or a list); when no step sets it, "
-        "the steps run in file order.",
+        description="Steps that must succeed before this one (a name or a list; [] for none); when no step sets "
+        "it, the steps run in file order.",
     )
     backend: str | None = Field(
         None, min_length=1, max_length=40, pattern=NAME_PATTERN,

@@ -42,6 +42,25 @@ from mlrecipe.spec.load import StepSpec
 ONE_LAUNCH = frozenset({StepKind.MPI, StepKind.RAY})
 
 
+def _within(step: StepSpec, limit: int) -> list[str]:
+    """``--set`` changes that bring the step's largest size within ``limit`` ranks (fewer nodes first)."""
+    res, policy = step.recipe.resources, step.recipe.elastic_policy
+    changes: list[str] = []
+    nproc = (policy.nproc_per_node if policy and policy.nproc_per_node else None) or res.nproc_per_node
+    if nproc > limit:
+        key = "elastic_policy.nproc_per_node" if policy and policy.nproc_per_node else "resources.nproc_per_node"
+        changes.append(f"{key}={limit}")
+        nproc = limit
+    nodes = limit // nproc
+    if res.nnodes > nodes:
+        changes.append(f"resources.nnodes={nodes}")
+    if policy is not None:
+        changes += [f"elastic_policy.{key}={nodes}" for key, value in (("min_replicas", policy.min_replicas),
+                                                                         ("max_replicas", policy.max_replicas))
+                    if (value or 0) > nodes]
+    return changes
+
+
 class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
     """Runs steps as local process groups; see the module docstring."""
 
@@ -93,9 +112,10 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         cpus = os.cpu_count() or 1
         where = (f"max_ranks {self.options.max_ranks}" if self.options.max_ranks
                  else f"{RANKS_PER_CPU} per CPU on this machine's {cpus} CPU(s)")
+        fits = " ".join(f"--set {change}" for change in _within(step, limit))
         return [f"resources: {nnodes} node(s) x {nproc} process(es) = {ranks} ranks, more than the local backend "
-                f"starts on this machine ({limit}: {where}); lower resources.nnodes or nproc_per_node (e.g. --set "
-                f"resources.nnodes=1), or raise the limit with --backend-opt max_ranks={ranks}"]
+                f"starts on this machine ({limit}: {where}); lower resources.nnodes or nproc_per_node (e.g. "
+                f"{fits}), or raise the limit with --backend-opt max_ranks={ranks}"]
 
     def placement(self) -> HostPlacement:
         """How this backend places a step's image and volumes on this machine."""

@@ -1,0 +1,75 @@
+"""Smaller defects found trying mlrecipe as a new user would (issue 29, point 9)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlrecipe.cli.app import app
+from mlrecipe.spec.load import load_pipeline
+from tests.conftest import BIN, cli_env
+
+STEP = "  - name: {name}\n    chart: data-prep/data-process\n    recipe: {{process: {{command: [{cmd}]}}}}\n{extra}"
+
+
+def _pipeline(tmp_path: Path, steps: list[tuple[str, str, str]]) -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text("release: r\nsteps:\n" + "".join(STEP.format(name=n, cmd=c, extra=e) for n, c, e in steps))
+    return path
+
+
+def test_empty_depends_on_means_depends_on_nothing(tmp_path: Path) -> None:
+    spec = load_pipeline(_pipeline(tmp_path, [("a", "x", "    depends_on: []\n"), ("b", "y", "    depends_on: []\n")]))
+    assert spec.dependencies() == {"a": frozenset(), "b": frozenset()}
+    spec = load_pipeline(_pipeline(tmp_path, [("a", "x", ""), ("b", "y", "")]))
+    assert spec.dependencies() == {"a": frozenset(), "b": frozenset({"a"})}, "without depends_on: file order"
+
+
+def test_independent_steps_run_at_the_same_time(tmp_path: Path, mlhome: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    for n in "ab":
+        (tmp_path / f"{n}.sh").write_text(f"date +%s.%N > {marks}/{n}.start\nsleep 3\ndate +%s.%N > {marks}/{n}.end\n")
+    pipeline = _pipeline(tmp_path, [(n, f"sh, {tmp_path}/{n}.sh", "    depends_on: []\n") for n in "ab"])
+    start = time.monotonic()
+    done = subprocess.run([str(BIN / "mlrecipe"), "run", str(pipeline)], env=cli_env(mlhome), capture_output=True,
+                          text=True, timeout=120, check=False)
+    wall = time.monotonic() - start
+    assert done.returncode == 0, done.stdout + done.stderr
+    span = {n: (float((marks / f"{n}.start").read_text()), float((marks / f"{n}.end").read_text())) for n in "ab"}
+    overlap = min(span["a"][1], span["b"][1]) - max(span["a"][0], span["b"][0])
+    assert overlap > 1.5, f"steps ran one after another: {span}"
+    assert wall < 60
+
+
+def test_a_self_dependency_and_a_cycle_elsewhere_are_reported_together(tmp_path: Path, mlhome: Path) -> None:
+    pipeline = _pipeline(tmp_path, [("a", "x", "    depends_on: [a]\n"), ("b", "y", "    depends_on: [c]\n"),
+                                    ("c", "y", "    depends_on: [b]\n")])
+    result = CliRunner().invoke(app, ["validate", str(pipeline)])
+    assert result.exit_code == 2, result.output
+    assert f"{pipeline}:6: steps[0].depends_on[0]: a step cannot depend on itself" in result.output
+    assert f"{pipeline}:10: steps[1].depends_on: dependency cycle among steps: b -> c" in result.output
+
+
+@pytest.mark.parametrize(
+    "resources,extra",
+    [("{nnodes: 4, nproc_per_node: 32}", []), ("{nnodes: 5, nproc_per_node: 2}", []),
+     ("{nnodes: 3, nproc_per_node: 2}", ["--backend-opt", "max_ranks=5"])],
+)
+def test_the_rank_cap_hint_names_a_change_that_passes(tmp_path: Path, mlhome: Path, resources: str,
+                                                      extra: list[str]) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"resources: {resources}\ntrain:\n  command: [python3]\n")
+    argv = ["template", "rel", "training/pytorchjob-distributed", "-f", str(recipe), "--backend-opt", "max_ranks=8",
+            *extra]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    hint = result.output.split("(e.g. ", 1)[1].split(")", 1)[0]
+    sets = hint.replace("--set ", "").split()
+    assert sets, result.output
+    fixed = CliRunner().invoke(app, argv + [arg for s in sets for arg in ("--set", s)])
+    assert fixed.exit_code == 0, f"hint {hint!r} does not pass:\n{fixed.output}"
