@@ -60,8 +60,9 @@ def default_predict_fn(data, model):
     except ImportError:
         return model(data)
     if isinstance(model, (torch.nn.Module, torch.jit.ScriptModule)):
-        with torch.no_grad():
-            return model(torch.as_tensor(data))
+        tensor = torch.as_tensor(data, dtype=torch.float32) if isinstance(data, list) else torch.as_tensor(data)
+        with torch.no_grad():  # JSON and CSV bodies become float32 tensors, as in SageMaker's PyTorch containers
+            return model(tensor)
     return model(data)
 
 
