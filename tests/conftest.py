@@ -1,16 +1,26 @@
-"""Shared fixtures: an isolated MLRECIPE_HOME per test and the repository paths."""
+"""Shared fixtures (an isolated MLRECIPE_HOME per test) and the rules that keep the suite's shape honest.
+
+- With ``CI=true`` a skip is a failure: CI builds every environment the suite uses (``make test``), so a skip there
+  means a missing environment or tool. Skips that say a test needs an NVIDIA GPU (CI never has one), or that
+  it cannot apply where the environment is complete (``KEPT_SKIPS``), stay skips.
+
+Test modules import helpers from plain modules (``tests/repo.py``, ``tests/golden.py``, a folder's helper module),
+never from another test module or a conftest.
+"""
 
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO / "examples"
-BIN = Path(sys.executable).parent
+from tests.repo import BIN, EXAMPLES, REPO, cli_env  # noqa: F401  (for test modules not yet importing tests.repo)
+
+#: Skip reasons (substrings) that stay skips with CI=true.
+KEPT_SKIPS = ("needs an NVIDIA GPU", "are all installed here", "this interpreter has kfp")
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -18,6 +28,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--update-golden", action="store_true", default=False,
         help="write the golden files of the tests that run (the only way golden files are written); review the diff",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if IN_CI:  # a module skipped for a missing environment is a collection error there: report it, run the rest
+        config.option.continue_on_collection_errors = True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    _fail_a_skip_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    _fail_a_skip_in_ci(outcome.get_result())
+
+
+def _fail_a_skip_in_ci(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if not (IN_CI and report.skipped) or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if any(kept in reason for kept in KEPT_SKIPS):
+        return
+    report.outcome = "failed"
+    report.longrepr = f"skipped in CI (CI=true), where every test environment is built: {reason}"
 
 
 @pytest.fixture
@@ -32,12 +69,3 @@ def mlhome(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "mlhome"
     monkeypatch.setenv("MLRECIPE_HOME", str(home))
     return home
-
-
-def cli_env(home: Path) -> dict[str, str]:
-    """Environment for running the ``mlrecipe`` CLI as a subprocess."""
-    env = dict(os.environ)
-    env["MLRECIPE_HOME"] = str(home)
-    env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
-    env.pop("MLRECIPE_RUN_ID", None)
-    return env

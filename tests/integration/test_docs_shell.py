@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.repo import cli_env
 from tests.doc_snippets import REPO, Snippet, snippets
+from tests.repo import cli_env
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.repo import EXAMPLES, REPO, cli_env
 from tests.integration.helpers import MLRECIPE, cli, ray_processes
+from tests.repo import EXAMPLES, REPO, cli_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

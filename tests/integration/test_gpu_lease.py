@@ -15,8 +15,8 @@ import pytest
 
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.local.gpu_lease import GpuLease, is_free
-from tests.repo import BIN, cli_env
 from tests.fake_gpus import gpu_env, install_fake_nvidia_smi
+from tests.repo import BIN, cli_env
 
 pytestmark = pytest.mark.integration
 TORCH = "training/pytorchjob-distributed"

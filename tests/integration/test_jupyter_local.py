@@ -22,8 +22,8 @@ import psutil
 import pytest
 
 from mlrecipe.backends.host.ports import free_port
-from tests.repo import EXAMPLES
 from tests.integration.helpers import cli, release_processes
+from tests.repo import EXAMPLES
 
 pytestmark = pytest.mark.integration
 SCRIPTS = EXAMPLES / "quickstart" / "scripts"

@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from mlrecipe.backends.host.devices import visible_gpus
-from tests.repo import EXAMPLES
 from tests.integration.helpers import cli, finish, process_names, release_processes, start_cli, state, wait_for
+from tests.repo import EXAMPLES
 
 pytestmark = pytest.mark.integration
 SCRIPTS = EXAMPLES / "quickstart" / "scripts"

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from mlrecipe.backends.host.images import TRITON_ENV
-from tests.repo import REPO
 from tests.integration.helpers import cli, release_processes, release_tree, still_alive
 from tests.integration.triton_models import HIDDEN, SEQ_LABELS, TASKS, TOKEN_LABELS, build_model, config_pbtxt
+from tests.repo import REPO
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.repo import cli_env
 from tests.kfp.kfp_env import PIPELINES, RUN_LOCAL, compile_kfp, kfp_python
+from tests.repo import cli_env
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,8 @@ from mlrecipe.backends.registry import get_backend
 from mlrecipe.helm.validate import validate_manifests
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
-from tests.repo import EXAMPLES, REPO
 from tests.golden import check_golden, normalize
+from tests.repo import EXAMPLES, REPO
 
 GOLDEN = REPO / "tests" / "golden" / "kubernetes" / "eks"
 PIPELINES = sorted((EXAMPLES / "eks").glob("*/pipeline.yaml"))

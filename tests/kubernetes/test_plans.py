@@ -23,8 +23,8 @@ from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.load import StepSpec
-from tests.repo import EXAMPLES, REPO
 from tests.golden import check_golden, normalize
+from tests.repo import EXAMPLES, REPO
 
 GOLDEN = REPO / "tests" / "golden" / "kubernetes"
 DDP = EXAMPLES / "reference-style" / "pretrain-ddp.yaml"

@@ -16,8 +16,8 @@ from mlrecipe.backends.kubernetes import status
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
-from tests.repo import EXAMPLES
 from tests.kubernetes.fake_cluster import FakeCluster
+from tests.repo import EXAMPLES
 
 
 def deployment(ready: int, replicas: int = 1) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from mlrecipe.metrics import read_progress
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.runner.state import load_record
-from tests.repo import EXAMPLES
 from tests.kubernetes.fake_cluster import FakeCluster
 from tests.kubernetes.test_status import load
+from tests.repo import EXAMPLES
 
 INPUTS = {
     "kind": "install", "release": "raw-ddp", "chart": "training/pytorchjob-distributed",

@@ -22,8 +22,8 @@ from mlrecipe.backends.sagemaker.request import instance_type, volume_gb
 from mlrecipe.backends.sagemaker.validate import request_problems
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
-from tests.repo import REPO, cli_env
 from tests.golden import check_golden, normalize
+from tests.repo import REPO, cli_env
 
 ASSETS = Path(__file__).with_name("assets")
 GOLDEN = REPO / "tests" / "golden" / "sagemaker"

@@ -17,8 +17,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.repo import EXAMPLES, REPO
 from tests.integration.helpers import release_processes
+from tests.repo import EXAMPLES, REPO
 from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, run_cli, write
 
 pytestmark = [

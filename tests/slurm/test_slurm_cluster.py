@@ -15,8 +15,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.repo import EXAMPLES, REPO
 from tests.integration.helpers import cli, release_processes, release_tree, start_cli, still_alive, wait_for
+from tests.repo import EXAMPLES, REPO
 from tests.serve.conftest import NEVER_READY_RECIPE, write
 from tests.slurm.cluster import Cluster
 

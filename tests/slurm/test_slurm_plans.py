@@ -22,9 +22,9 @@ from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.spec.errors import SpecError
 from mlrecipe.spec.recipe import Resources
-from tests.repo import EXAMPLES, REPO
 from tests.golden import check_golden, interpreter_replacements
 from tests.golden import normalize as replace_all
+from tests.repo import EXAMPLES, REPO
 
 GOLDEN = REPO / "tests" / "golden" / "slurm"
 ASSETS = REPO / "tests" / "integration" / "assets"

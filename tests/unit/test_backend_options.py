@@ -16,8 +16,8 @@ from mlrecipe.backends.registry import BACKENDS, backend_class, get_backend
 from mlrecipe.cli import execute
 from mlrecipe.errors import ExitCode, SpecError
 from mlrecipe.runner.state import ReleaseRecord, StepRecord, load_record
-from tests.repo import BIN, cli_env
 from tests.kubernetes.fake_cluster import FakeCluster
+from tests.repo import BIN, cli_env
 
 
 @pytest.mark.parametrize("name", sorted(BACKENDS))

@@ -19,8 +19,8 @@ from mlrecipe.backends.registry import get_backend
 from mlrecipe.helm.validate import validate_manifests
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
-from tests.repo import EXAMPLES, REPO
 from tests.golden import check_golden, interpreter_replacements, normalize
+from tests.repo import EXAMPLES, REPO
 
 GOLDEN = REPO / "tests" / "golden" / "frameworks"
 FRAMEWORKS = sorted(p.parent.name for p in (EXAMPLES / "frameworks").glob("*/pipeline.yaml"))

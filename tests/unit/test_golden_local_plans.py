@@ -16,9 +16,9 @@ from mlrecipe.backends.host.images import SERVING_IMAGES
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
-from tests.repo import EXAMPLES, REPO
 from tests.golden import check_golden, interpreter_replacements
 from tests.golden import normalize as replace_all
+from tests.repo import EXAMPLES, REPO
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "local"
 

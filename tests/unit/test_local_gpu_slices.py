@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.repo import BIN, cli_env
 from tests.fake_gpus import gpu_env, install_fake_nvidia_smi
+from tests.repo import BIN, cli_env
 
 TORCH = "training/pytorchjob-distributed"
 

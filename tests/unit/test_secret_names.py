@@ -12,7 +12,7 @@ from mlrecipe.backends.kubernetes.secrets import split_values
 from mlrecipe.runner.recorded_inputs import SECRETS_KEY, redact
 from mlrecipe.secrets import is_secret_name, redact_env
 from mlrecipe.spec.load import load_step_release
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 
 CREDENTIALS = ["HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "DB_PASSWORD", "GITHUB_PAT",
                "API_KEY", "MLRECIPE_API_KEY", "OPENAI_APIKEY", "SSH_PRIVATE_KEY", "hf_token", "hfToken", "apiKey",
