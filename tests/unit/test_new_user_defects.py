@@ -73,3 +73,33 @@ def test_the_rank_cap_hint_names_a_change_that_passes(tmp_path: Path, mlhome: Pa
     assert sets, result.output
     fixed = CliRunner().invoke(app, argv + [arg for s in sets for arg in ("--set", s)])
     assert fixed.exit_code == 0, f"hint {hint!r} does not pass:\n{fixed.output}"
+
+
+TRTLLM_SERVER_PY = """\
+image: nvcr.io/nvidia/tritonserver:24.08-py3
+pre_script:
+  - python3 tools/fill_template.py -i repo/tensorrt_llm/config.pbtxt triton_backend:tensorrtllm,triton_max_batch_size:64
+server:
+  command: [python3]
+  args: [server.py, --model_repo=/fsx/repo]
+"""
+
+
+@pytest.mark.parametrize(
+    "recipe,backend",
+    [(None, "vLLM"), (TRTLLM_SERVER_PY, "TensorRT-LLM")],
+    ids=["vllm-example", "trtllm-fill-template-server-py"],
+)
+def test_triton_backends_the_host_lacks_are_not_supported_on_local(tmp_path: Path, mlhome: Path, recipe: str | None,
+                                                                    backend: str) -> None:
+    from tests.conftest import EXAMPLES
+
+    path = EXAMPLES / "eks" / "serving" / "triton-vllm.yaml"
+    if recipe is not None:
+        path = tmp_path / "r.yaml"
+        path.write_text(recipe)
+    result = CliRunner().invoke(app, ["install", "t", "serving/triton-inference-server", "-f", str(path),
+                                      "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert f"needs Triton's {backend} backend" in result.output
+    assert "not supported on backend local" in result.output and "cannot run" not in result.output

@@ -18,6 +18,8 @@ _NAMES = {"vllm": "vLLM", "tensorrtllm": "TensorRT-LLM", "trtllm": "TensorRT-LLM
 _CONFIG = re.compile(r"""\bbackend\s*:\s*["']?(vllm|tensorrtllm)\b""")
 _IMAGE = re.compile(r"tritonserver:[^/]*?\b(vllm|trtllm)\b")
 _TRTLLM_LAUNCHER = re.compile(r"\blaunch_triton_server\.py\b")
+#: TensorRT-LLM's fill_template.py parameter naming the model's backend (``triton_backend:tensorrtllm``).
+_FILL_TEMPLATE = re.compile(r"""\btriton_backend\s*[:=]\s*["']?(vllm|tensorrtllm)\b""", re.I)
 
 
 def unsupported_backend(step: StepSpec) -> tuple[str, str] | None:
@@ -28,6 +30,8 @@ def unsupported_backend(step: StepSpec) -> tuple[str, str] | None:
         text = "\n".join(lines)
         if match := _CONFIG.search(text):
             return _NAMES[match.group(1)], f'config.pbtxt backend: "{match.group(1)}" in {field}'
+        if match := _FILL_TEMPLATE.search(text):
+            return _NAMES[match.group(1).lower()], f"{match.group(0)} in {field}"
         if field.startswith("server") and _TRTLLM_LAUNCHER.search(text):
             return "TensorRT-LLM", f"TensorRT-LLM's launch_triton_server.py in {field}"
     image = recipe.image_name or ""
@@ -52,5 +56,5 @@ def problems(step: StepSpec, backend: str) -> list[str]:
         return []
     name, where = found
     return [f"chart {step.chart.name}: the recipe needs Triton's {name} backend ({where}), which {HOST_TRITON} "
-            f"does not have; it cannot run on backend {backend}: run it on Kubernetes (--backend kubernetes) with "
+            f"does not have: not supported on backend {backend}; run it on Kubernetes (--backend kubernetes) with "
             "its image, or serve the model with Triton's python backend or python -m mlrecipe.serve"]
