@@ -291,3 +291,38 @@ def test_missing_channel_data_fails_the_job(client: LocalSageMakerClient, tmp_pa
     client.create_training_job(**request)
     done = client.describe_training_job(TrainingJobName="nodata-job")
     assert done["TrainingJobStatus"] == "Failed" and "does not exist" in done["FailureReason"]
+
+
+def test_s3_channels_are_staged_through_the_client_factory(tmp_path: Path) -> None:
+    pytest.importorskip("moto.server", reason="moto[server] (dev extra) provides the S3 server on 127.0.0.1")
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server._server.server_port}"
+
+        def s3() -> Any:
+            return boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                                aws_secret_access_key="testing")
+
+        s3().create_bucket(Bucket="data")
+        for key in ("full/a.txt", "full/sub/b.txt", "shards/0.txt", "shards/1.txt"):
+            s3().put_object(Bucket="data", Key=key, Body=key.encode())
+        local = LocalSageMakerClient(tmp_path / "sm", python_bin_dir=BIN, s3_client_factory=s3)
+        ckpt = tmp_path / "ckpt"
+        entry = ["sh", "-c", 'cd /opt/ml/input/data && find . -type f | sort > "/opt/ml/checkpoints/$SM_CURRENT_HOST"']
+        request = training_request("s3-job", entry, tmp_path, CheckpointConfig={"S3Uri": ckpt.as_uri()})
+        request["InputDataConfig"] = [
+            {"ChannelName": name, "DataSource": {"S3DataSource": {
+                "S3DataType": "S3Prefix", "S3Uri": f"s3://data/{prefix}", "S3DataDistributionType": kind}}}
+            for name, prefix, kind in (("full", "full/", "FullyReplicated"), ("shards", "shards", "ShardedByS3Key"))]
+        local.create_training_job(**request)
+        done = wait_for(local, "s3-job", timeout=60)
+        assert done["TrainingJobStatus"] == "Completed", done.get("FailureReason")
+        seen = {h: (ckpt / h).read_text().split() for h in ("algo-1", "algo-2")}
+        assert seen["algo-1"] == ["./full/a.txt", "./full/sub/b.txt", "./shards/0.txt"]
+        assert seen["algo-2"] == ["./full/a.txt", "./full/sub/b.txt", "./shards/1.txt"]
+    finally:
+        server.stop()
