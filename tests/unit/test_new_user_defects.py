@@ -103,3 +103,16 @@ def test_triton_backends_the_host_lacks_are_not_supported_on_local(tmp_path: Pat
     assert result.exit_code == 2, result.output
     assert f"needs Triton's {backend} backend" in result.output
     assert "not supported on backend local" in result.output and "cannot run" not in result.output
+
+
+def test_template_names_the_recipe_by_the_path_given(tmp_path: Path, mlhome: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "r.yaml").write_text("train:\n  command: [python3]\n  env:\n    - {name: A, value: '{{ .Release'}\n")
+    monkeypatch.chdir(tmp_path)
+    for argv in (["validate", "r.yaml", "--chart", "training/pytorchjob-distributed"],
+                 ["template", "rel", "training/pytorchjob-distributed", "-f", "r.yaml"],
+                 ["install", "rel", "training/pytorchjob-distributed", "-f", "r.yaml", "--dry-run"]):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 2, result.output
+        assert "error: r.yaml:4: train.env[0].value: malformed Helm expression" in result.output, result.output
+        assert str(tmp_path) not in result.output

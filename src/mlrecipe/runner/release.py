@@ -43,7 +43,8 @@ def spec_from_inputs(inputs: dict[str, Any]) -> ReleaseSpec:
     if inputs["kind"] == "pipeline":
         return load_pipeline(inputs["path"], inputs.get("sets") or [])
     return load_step_release(
-        inputs["release"], inputs["chart"], inputs["files"], inputs.get("sets") or [], inputs["namespace"]
+        inputs["release"], inputs["chart"], inputs["files"], inputs.get("sets") or [], inputs["namespace"],
+        shown_files=inputs.get("given"),
     )
 
 

@@ -203,13 +203,15 @@ def build_step(
     return step, []
 
 
-def _read_recipe_files(paths: list[str], base: Path | None, sources: ValueSources) -> dict[str, Any]:
+def _read_recipe_files(paths: list[str], base: Path | None, sources: ValueSources,
+                       shown: list[str] | None = None) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     issues: list[SpecIssue] = []
-    for raw in paths:
+    names = shown if shown is not None and len(shown) == len(paths) else [None] * len(paths)
+    for raw, name in zip(paths, names, strict=True):
         path = Path(raw) if base is None or Path(raw).is_absolute() else base / raw
         try:
-            doc = load_yaml(path)
+            doc = load_yaml(path, name)
         except SpecError as exc:
             issues.extend(exc.issues)
             continue
@@ -231,8 +233,10 @@ def load_step_release(
     sets: list[str] | None = None,
     namespace: str = "default",
     step_name: str | None = None,
+    shown_files: list[str] | None = None,
 ) -> ReleaseSpec:
-    """Build a one-step release from ``-f`` recipe files and ``--set`` overrides (``install``/``template``)."""
+    """Build a one-step release from ``-f`` recipe files and ``--set`` overrides (``install``/``template``).
+    ``shown_files``: the files as the user named them (relative), for messages, when ``recipe_files`` are resolved."""
     import re
 
     from mlrecipe.spec.pipeline import NAME_PATTERN
@@ -249,7 +253,7 @@ def load_step_release(
     sources = ValueSources()
     values: dict[str, Any] = {}
     try:
-        values = _read_recipe_files(recipe_files, None, sources)
+        values = _read_recipe_files(recipe_files, None, sources, shown_files)
     except SpecError as exc:
         issues.extend(exc.issues)
     try:

@@ -226,23 +226,25 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
     return YamlDoc(file, data, lines)
 
 
-def load_yaml(path: str | Path) -> YamlDoc:
-    """Read and parse a YAML file; a missing, unreadable or too large file raises :class:`SpecError`."""
+def load_yaml(path: str | Path, shown: str | None = None) -> YamlDoc:
+    """Read and parse a YAML file; a missing, unreadable or too large file raises :class:`SpecError`. Messages
+    (and the document's ``file``) name it ``shown``, the path as the user gave it, when given, else ``path``."""
     p = Path(path)
+    name = str(path) if shown is None else shown
     try:
         with p.open("rb") as fh:
             raw = fh.read(MAX_BYTES + 1)  # never more than the limit (a FIFO or /dev/zero ends too)
         if len(raw) > MAX_BYTES:
-            raise _too_big(str(path), p.stat().st_size if p.is_file() else None)
+            raise _too_big(name, p.stat().st_size if p.is_file() else None)
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line, column = _line_column(raw, exc.start)
-        raise SpecError.single(str(path), f"not UTF-8 text: column {column}: byte 0x{raw[exc.start]:02x} cannot "
+        raise SpecError.single(name, f"not UTF-8 text: column {column}: byte 0x{raw[exc.start]:02x} cannot "
                                "be decoded (save the file as UTF-8)", line) from None
     except FileNotFoundError:
-        raise SpecError.single(str(path), "file not found") from None
+        raise SpecError.single(name, "file not found") from None
     except IsADirectoryError:
-        raise SpecError.single(str(path), "is a directory, expected a YAML file") from None
+        raise SpecError.single(name, "is a directory, expected a YAML file") from None
     except OSError as exc:
-        raise SpecError.single(str(path), f"cannot read: {exc}") from None
-    return parse_yaml(text, str(path))
+        raise SpecError.single(name, f"cannot read: {exc}") from None
+    return parse_yaml(text, name)
