@@ -326,3 +326,29 @@ def test_s3_channels_are_staged_through_the_client_factory(tmp_path: Path) -> No
         assert seen["algo-2"] == ["./full/a.txt", "./full/sub/b.txt", "./shards/1.txt"]
     finally:
         server.stop()
+
+
+def test_max_runtime_stops_the_job(client: LocalSageMakerClient, tmp_path: Path) -> None:
+    request = training_request("slow-job", ["sleep", "4713.5"], tmp_path, count=1,
+                               StoppingCondition={"MaxRuntimeInSeconds": 1})
+    client.create_training_job(**request)
+    done = wait_for(client, "slow-job", timeout=30)
+    assert (done["TrainingJobStatus"], done["SecondaryStatus"]) == ("Stopped", "MaxRuntimeExceeded")
+    assert processes_with("sleep 4713.5") == []
+
+
+def test_a_lost_supervisor_takes_its_hosts_along_and_fails_the_job(client: LocalSageMakerClient,
+                                                                    tmp_path: Path) -> None:
+    client.create_training_job(**training_request("lost-job", ["sleep", "4714.5"], tmp_path))
+    wait_for(client, "lost-job", secondary="Training", timeout=30)
+    pids = tmp_path / "sm" / "training-jobs" / "lost-job" / "pids.json"
+    deadline = time.monotonic() + 20
+    while len(json.loads(pids.read_text())["hosts"]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(json.loads(pids.read_text())["supervisor"][0], 9)
+    done = wait_for(client, "lost-job", timeout=30)
+    assert done["TrainingJobStatus"] == "Failed" and "supervisor ended" in done["FailureReason"]
+    deadline = time.monotonic() + 10
+    while processes_with("sleep 4714.5") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with("sleep 4714.5") == []
