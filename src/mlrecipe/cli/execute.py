@@ -38,7 +38,7 @@ def summary(record: Any) -> dict[str, Any]:
         "steps": [
             {"name": s.name, "chart": s.chart, "state": s.state.value, "exit_code": s.exit_code,
              "message": s.message, "url": s.url, "progress": s.progress, "backend": record.backend_of(s),
-             "needs": record.needs.get(s.name, []),
+             "needs": record.needs.get(s.name, []), **({"outputs": s.outputs} if s.outputs else {}),
              **({"matrix": s.matrix} if s.matrix else {})}
             for s in (record.steps[n] for n in record.order if n in record.steps)
         ],
@@ -102,7 +102,7 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
            max_parallel: int = 4, keep_going: bool = False) -> ExitCode:
     """Continue a release after its last successful step."""
     lifecycle.skip_pydantic_plugins()
-    from mlrecipe.backends.base import StepState
+    from mlrecipe.backends.base import AdoptsSubmitted, StepState
     from mlrecipe.runner.progress import make_display
     from mlrecipe.runner.recorded_inputs import restore
     from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
@@ -125,7 +125,8 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
         for step in record.steps.values():
             if step.state is StepState.RUNNING and step.handle:
                 step_impl = runner.backends.named(record.backend_of(step))
-                step_impl.cancel_handle(step_impl.load_handle(step.handle))
+                if not isinstance(step_impl, AdoptsSubmitted):  # else its submit adopts the step's job
+                    step_impl.cancel_handle(step_impl.load_handle(step.handle))
                 step.state = StepState.INTERRUPTED
         lifecycle.started()
         code = runner.run()

@@ -38,6 +38,12 @@ def url_var(step: str) -> str:
     return "MLRECIPE_" + step.upper().replace("-", "_") + "_URL"
 
 
+def outputs_env(step: str, outputs: dict[str, str]) -> dict[str, str]:
+    """The variables that carry a finished step's typed outputs to later steps: ``MLRECIPE_<STEP>_<NAME>``."""
+    prefix = "MLRECIPE_" + step.upper().replace("-", "_") + "_"
+    return {prefix + name.upper().replace("-", "_"): value for name, value in outputs.items()}
+
+
 def spec_from_inputs(inputs: dict[str, Any]) -> ReleaseSpec:
     """Rebuild a release spec from the inputs recorded in its state (for ``resume``)."""
     if inputs["kind"] == "pipeline":
@@ -222,6 +228,7 @@ class ReleaseRunner:
     def _skip(self, step: StepSpec, record: ReleaseRecord, env: dict[str, str]) -> bool:
         """Skip an unchanged success or reuse an unchanged live server; stop a server that is to restart."""
         if self._unchanged_success(step, record):
+            env.update(outputs_env(step.name, record.steps[step.name].outputs))
             self.display.step_skipped(step.name, "unchanged since its last success; --force re-runs it")
             return True
         url = self._live_server(step, record)
@@ -286,6 +293,9 @@ class ReleaseRunner:
                 active.rec.url = outcome.url
                 env[url_var(name)] = outcome.url
                 outcome.message = f"ready at {outcome.url}; {url_var(name)} is set for later steps"
+            if outcome.outputs:
+                active.rec.outputs = dict(outcome.outputs)
+                env.update(outputs_env(name, outcome.outputs))
             if self._finish(record, active.rec, outcome, active.elapsed):
                 sched.done.add(name)
             else:

@@ -31,6 +31,7 @@ class StepRecord:
     message: str = ""
     handle: dict[str, Any] = field(default_factory=dict)  #: the backend's typed handle, as JSON
     url: str | None = None  #: a serving step's URL once it was ready
+    outputs: dict[str, str] = field(default_factory=dict)  #: typed outputs of the finished step (model_artifacts, ...)
     progress: dict[str, Any] | None = None  #: the last progress it reported (:class:`mlrecipe.metrics.Progress`)
     matrix: dict[str, Any] | None = None  #: a matrix step's combination (matrix key -> value)
     backend: str | None = None  #: the backend it ran on (``None`` in records of older versions: the release's)

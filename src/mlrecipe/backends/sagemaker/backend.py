@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from mlrecipe.backends.base import Backend, ReleaseContext
+from mlrecipe.backends.base import AdoptsSubmitted, Backend, ReleaseContext
 from mlrecipe.backends.sagemaker import names, status
 from mlrecipe.backends.sagemaker.client import aws_client, call, sagemaker_client
 from mlrecipe.backends.sagemaker.handle import SageMakerHandle
@@ -35,7 +35,7 @@ HANDLE_FILE = "sagemaker-job.json"
 ADOPTABLE = frozenset({"InProgress", "Completed"})
 
 
-class SageMakerBackend(Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]):
+class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]):
     """Runs each step as one SageMaker training job; see the module docstring.
 
     ``clients`` maps a service name (sagemaker, s3, logs) to a client object that replaces the one the
@@ -50,6 +50,7 @@ class SageMakerBackend(Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]
     def __init__(self, options: SageMakerOptions, clients: dict[str, Any] | None = None) -> None:
         super().__init__(options)
         self.clients: dict[str, Any] = dict(clients or {})
+        self._arns: dict[str, str] = {}
 
     def _client(self, service: str, handle: SageMakerHandle | None = None) -> Any:
         if service not in self.clients:
@@ -104,11 +105,12 @@ class SageMakerBackend(Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]
 
     def submit(self, plan: SageMakerPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
         client = self._client("sagemaker")
-        found = self.find_jobs(plan, ctx)
+        listed = self._listed(plan)
+        found = self.find_jobs(plan, ctx, listed)
         if found and found[0][1].get("TrainingJobStatus") in ADOPTABLE:
             handle = self._handle(found[0][0], adopted=True)
-        else:
-            attempt = 1 + max((names.attempt_of(n, plan.job_prefix) or 0 for n, _ in found), default=0)
+        else:  # the next attempt after every name taken, ours or not (SageMaker never reuses a job name)
+            attempt = 1 + max((names.attempt_of(n, plan.job_prefix) or 0 for n in listed), default=0)
             request = self._attempt_request(plan, ctx, attempt)
             self._upload(plan)
             call(f"CreateTrainingJob {request['TrainingJobName']}", client.create_training_job, **request)
@@ -116,8 +118,6 @@ class SageMakerBackend(Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]
         self._save_handle(plan.step_dir, handle)
         running = SageMakerRunningStep(client, handle, self.options.poll_seconds,
                                        on_end=lambda: self._fetch_all_logs(handle, plan))
-        if handle.adopted:
-            plan.notes.append(f"adopted training job {handle.job_name} (it was created by an earlier run)")
         return running
 
     @staticmethod
@@ -128,9 +128,8 @@ class SageMakerBackend(Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]
         request["Tags"].append({"Key": names.TAG_ATTEMPT, "Value": str(attempt)})
         return request
 
-    def find_jobs(self, plan: SageMakerPlan, ctx: ReleaseContext) -> list[tuple[str, dict[str, Any]]]:
-        """The step's earlier jobs with this plan, newest attempt first, as (name, DescribeTrainingJob): found by
-        name and confirmed by their release, namespace, step and digest tags."""
+    def _listed(self, plan: SageMakerPlan) -> list[str]:
+        """The names of the jobs of ``plan``'s prefix (ListTrainingJobs, every page)."""
         client = self._client("sagemaker")
         summaries: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {"NameContains": plan.job_prefix, "MaxResults": 100}
@@ -140,14 +139,20 @@ class SageMakerBackend(Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]
             if not page.get("NextToken"):
                 break
             kwargs["NextToken"] = page["NextToken"]
+        self._arns = {s["TrainingJobName"]: s["TrainingJobArn"] for s in summaries}
+        return [s["TrainingJobName"] for s in summaries if names.attempt_of(s["TrainingJobName"], plan.job_prefix)]
+
+    def find_jobs(self, plan: SageMakerPlan, ctx: ReleaseContext,
+                  listed: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """The step's earlier jobs with this plan, newest attempt first, as (name, DescribeTrainingJob): listed by
+        name and confirmed by their release, namespace, step and digest tags."""
+        client = self._client("sagemaker")
+        listed = self._listed(plan) if listed is None else listed
         want = {names.TAG_RELEASE: ctx.release, names.TAG_NAMESPACE: ctx.namespace, names.TAG_STEP: plan.step,
                 names.TAG_DIGEST: plan.digest}
         out = []
-        for summary in summaries:
-            name = summary["TrainingJobName"]
-            if names.attempt_of(name, plan.job_prefix) is None:
-                continue
-            tags = call("ListTags", client.list_tags, ResourceArn=summary["TrainingJobArn"]).get("Tags", [])
+        for name in listed:
+            tags = call("ListTags", client.list_tags, ResourceArn=self._arns[name]).get("Tags", [])
             if {t["Key"]: t["Value"] for t in tags}.items() >= want.items():
                 out.append((name, call(f"DescribeTrainingJob {name}", client.describe_training_job,
                                        TrainingJobName=name)))

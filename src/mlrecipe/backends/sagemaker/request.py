@@ -60,9 +60,10 @@ class TrainingRequest:
                 best = (prefix, where)
         return best[1] if best else None
 
-    @property
-    def digest(self) -> str:
-        """Identifies what the job runs (name and tags left out): an equal digest means the same job."""
+    digest: str = ""  #: set once the request is complete (:func:`build_request`)
+
+    def content_digest(self) -> str:
+        """Identifies what the job runs (its name, tags and program location left out): equal digests, same job."""
         body = {k: v for k, v in self.request.items() if k not in ("TrainingJobName", "Tags")}
         payload = json.dumps([body, self.program], sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
@@ -167,7 +168,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
                     "StoppingCondition.MaxRuntimeInSeconds": ("option", "max_run")})
     _optional(request, options, origins)
     tr = TrainingRequest(request, program, origins, notes, secrets)
-    digest = tr.digest
+    tr.digest = digest = tr.content_digest()  # before the program's URI, which holds it, is filled in
     request["InputDataConfig"][0] = _s3_channel(PROGRAM_CHANNEL, program_uri(options, ctx, step.name, digest))
     prefix = names.job_prefix(ctx.namespace, ctx.release, step.name, digest)
     request["TrainingJobName"] = names.job_name(prefix, 1)

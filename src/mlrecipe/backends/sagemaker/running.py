@@ -55,6 +55,8 @@ class SageMakerRunningStep(RunningStep[SageMakerHandle]):
             self.handle.model_artifacts = artifacts
             outcome.outputs = {OUTPUT_JOB_NAME: self.handle.job_name,
                                **({OUTPUT_MODEL_ARTIFACTS: artifacts} if artifacts else {})}
+        if self.handle.adopted:
+            outcome.message += "; adopted: an earlier run of this plan created the job"
         if self.on_end is not None:
             with contextlib.suppress(Exception):  # the logs are evidence, never the reason a step fails
                 outcome.log_tail = self.on_end()[-20:]
