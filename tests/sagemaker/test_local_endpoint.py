@@ -26,14 +26,14 @@ INFERENCE = textwrap.dedent('''
     import json, os
     from helper import scale
     def model_fn(model_dir):
-        return json.load(open(os.path.join(model_dir, "weights.json")))
+        return {**json.load(open(os.path.join(model_dir, "weights.json"))), "dir": model_dir}
     def input_fn(body, content_type):
         assert content_type == "application/json", content_type
         return json.loads(body)["inputs"]
     def predict_fn(data, model):
         return [scale(x, model["w"]) + model["b"] for x in data]
     def output_fn(prediction, accept):
-        return json.dumps({"outputs": prediction}), "application/json"
+        return json.dumps({"outputs": prediction, "model_dir": os.environ["SM_MODEL_DIR"]}), "application/json"
 ''')
 FAILING = "def model_fn(model_dir):\n    raise RuntimeError('weights are corrupt')\n"
 
@@ -93,7 +93,7 @@ def test_endpoint_serves_the_archives_handler_and_is_gone_after_delete(client: L
                                      headers={"Content-Type": "application/json", "Accept": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as resp:
         assert resp.headers["Content-Type"] == "application/json"
-        assert json.loads(resp.read()) == {"outputs": [3.0, 6.0]}
+        assert json.loads(resp.read()) == {"outputs": [3.0, 6.0], "model_dir": "/opt/ml/model"}
     bad = urllib.request.Request(f"{base}/invocations", data=b"1,2", method="POST",
                                  headers={"Content-Type": "text/csv"})
     with pytest.raises(urllib.error.HTTPError) as err:

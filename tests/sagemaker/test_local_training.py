@@ -283,6 +283,14 @@ def test_sagemakers_errors(client: LocalSageMakerClient, tmp_path: Path) -> None
         client.list_tags(ResourceArn="arn:aws:sagemaker:local:000000000000:training-job/no-such-job")
     assert err.value.response["Error"]["Code"] == "ValidationException"
     assert wait_for(client, "dup-job", timeout=30)["TrainingJobStatus"] == "Completed"
+    client.create_training_job(**training_request("dup-job-2", ["true"], tmp_path, count=1))
+    first = client.list_training_jobs(NameContains="dup", MaxResults=1, SortBy="Name", SortOrder="Ascending")
+    second = client.list_training_jobs(NameContains="dup", MaxResults=1, SortBy="Name", SortOrder="Ascending",
+                                       NextToken=first["NextToken"])
+    assert [s["TrainingJobName"] for s in first["TrainingJobSummaries"] + second["TrainingJobSummaries"]] == [
+        "dup-job", "dup-job-2"]
+    assert "NextToken" not in second
+    wait_for(client, "dup-job-2", timeout=30)
 
 
 def test_missing_channel_data_fails_the_job(client: LocalSageMakerClient, tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Models, endpoint configs and endpoints of local SageMaker mode.
 
 ``create_endpoint`` extracts the first production variant's model archive (``file://`` or ``s3://``) and starts
-:mod:`.local_model_server` with the client's Python in its own session; the endpoint is ``Creating`` until the
+:mod:`.local_model_server` with the client's Python in its own session, in a private mount namespace where the
+model is at ``/opt/ml/model`` (``SM_MODEL_DIR``); the endpoint is ``Creating`` until the
 server has loaded the model and listens (``InService``), ``Failed`` with the reason if it cannot.
 ``delete_endpoint`` stops the server.
 """
@@ -26,6 +27,17 @@ from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, wh
 from mlrecipe.backends.sagemaker.local_training import OK, validate_request
 
 SERVER = Path(__file__).with_name("local_model_server.py")
+MODEL_DIR = "/opt/ml/model"
+
+
+def _model_mount_point() -> bool:
+    """Whether the server can see its model at /opt/ml/model (a private bind mount), as in SageMaker's containers;
+    else it reads it where it was extracted."""
+    if shutil.which("unshare") is None:
+        return False
+    if not os.path.isdir(MODEL_DIR) and os.geteuid() == 0:
+        os.makedirs(MODEL_DIR, exist_ok=True)
+    return os.path.isdir(MODEL_DIR)
 
 
 def _missing(what: str, name: str, operation: str) -> Exception:
@@ -140,12 +152,18 @@ class LocalHosting:
         except (OSError, ValueError, tarfile.TarError) as exc:
             (home / "failed.txt").write_text(f"ClientError: cannot read the model archive: {exc}")
             return {"EndpointArn": record["arn"], **OK}
-        env = {**os.environ, **(container.get("Environment") or {}), "SM_MODEL_DIR": str(home / "model")}
+        env = {**os.environ, **(container.get("Environment") or {})}
         if self.python_bin_dir is not None:
             env["PATH"] = f"{self.python_bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        argv = [self._python(), str(SERVER), str(home)]
+        if _model_mount_point():
+            env["SM_MODEL_DIR"] = MODEL_DIR
+            argv = procs.bind_argv([(str(home / "model"), MODEL_DIR)], argv)
+        else:
+            env["SM_MODEL_DIR"] = str(home / "model")
         with open(home / "server.log", "ab") as log:
-            child = subprocess.Popen([self._python(), str(SERVER), str(home)], env=env, stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         self._endpoints.update(name, lambda r: r.update(server=procs.identity(child.pid)))
         self._servers.append(child)
         return {"EndpointArn": record["arn"], **OK}

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """SageMaker's hosting contract on 127.0.0.1: ``GET /ping`` and ``POST /invocations`` (standard library only).
 
-Usage: ``python3 local_model_server.py ENDPOINT_DIR``. ``ENDPOINT_DIR/model/`` holds the extracted model archive;
-its ``code/<SAGEMAKER_PROGRAM or inference.py>`` may define ``model_fn(model_dir)``, ``input_fn(body,
-content_type)``, ``predict_fn(data, model)`` and ``output_fn(prediction, accept)``, as for SageMaker's PyTorch
-containers; the defaults below stand in for those it lacks (``model_fn``: a TorchScript ``model.pt``/``model.pth``).
+Usage: ``python3 local_model_server.py ENDPOINT_DIR``. ``$SM_MODEL_DIR`` (else ``ENDPOINT_DIR/model/``) holds the
+extracted model archive; its ``code/<SAGEMAKER_PROGRAM or inference.py>`` may define ``model_fn(model_dir)``,
+``input_fn(body, content_type)``, ``predict_fn(data, model)`` and ``output_fn(prediction, accept)``, as for
+SageMaker's PyTorch containers; the defaults below stand in for those it lacks (``model_fn``: a TorchScript
+``model.pt``/``model.pth``).
 When the model is loaded the server listens on a free port and writes ``ready.json`` (``{"port": N}``); when
 loading fails it writes ``failed.txt`` with the reason and exits 1. Runs with the endpoint's Python (its
 ``python_bin_dir``), so the handler imports what that environment has.
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     home = Path(args[0])
     try:
-        server = make_server(home / "model")
+        server = make_server(Path(os.environ.get("SM_MODEL_DIR") or home / "model"))
     except Exception as exc:  # any loading error fails the endpoint with its reason
         traceback.print_exc()
         (home / "failed.txt").write_text(f"{type(exc).__name__}: {exc}"[:1024])

@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
-               'hostname "$h"; exec "$@"')
+               '[ -z "$h" ] || hostname "$h"; exec "$@"')
 
 
 def start_time(pid: int) -> int | None:
@@ -59,6 +59,15 @@ def host_argv(host: str, mounts: list[tuple[str, str]], argv: list[str]) -> list
         prefix.insert(1, "--map-root-user")
     pairs = [p for m in mounts for p in m]
     return [*prefix, "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-host", host, *pairs, "--", *argv]
+
+
+def bind_argv(mounts: list[tuple[str, str]], argv: list[str]) -> list[str]:
+    """``argv`` in a private mount namespace with ``mounts`` (source, target) bound in order (same pid)."""
+    prefix = ["unshare", "--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        prefix.insert(1, "--map-root-user")
+    pairs = [p for m in mounts for p in m]
+    return [*prefix, "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-endpoint", "", *pairs, "--", *argv]
 
 
 def set_parent_death_kill() -> None:

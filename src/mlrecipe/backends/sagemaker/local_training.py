@@ -243,8 +243,9 @@ class LocalTraining:
 
     def list_training_jobs(self, NameContains: str | None = None, StatusEquals: str | None = None,
                            MaxResults: int = 100, SortBy: str = "CreationTime", SortOrder: str = "Descending",
-                           **_filters: Any) -> dict[str, Any]:
-        """ListTrainingJobs with ``NameContains``, ``StatusEquals``, sorting and ``MaxResults`` (one page)."""
+                           NextToken: str | None = None, **_filters: Any) -> dict[str, Any]:
+        """ListTrainingJobs with ``NameContains``, ``StatusEquals``, sorting, and pages of ``MaxResults``
+        (``NextToken`` while more remain)."""
         records = [r for n in self._jobs.names() if (r := self._jobs.read(n)) is not None]
         found = [summary(self._reconcile(r["request"]["TrainingJobName"], r)) for r in records
                  if not NameContains or NameContains in r["request"]["TrainingJobName"]]
@@ -252,7 +253,11 @@ class LocalTraining:
             found = [s for s in found if s["TrainingJobStatus"] == StatusEquals]
         key = {"Name": "TrainingJobName", "Status": "TrainingJobStatus"}.get(SortBy, "CreationTime")
         found.sort(key=lambda s: s[key], reverse=SortOrder == "Descending")
-        return {"TrainingJobSummaries": found[:MaxResults], **OK}
+        start = int(NextToken or 0)
+        page: dict[str, Any] = {"TrainingJobSummaries": found[start:start + MaxResults], **OK}
+        if start + MaxResults < len(found):
+            page["NextToken"] = str(start + MaxResults)
+        return page
 
     def log_path(self, job_name: str, host_index: int) -> Path:
         """Local-only: the log file of host ``host_index`` (0 is ``algo-1``) of a training job."""
