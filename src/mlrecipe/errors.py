@@ -133,5 +133,18 @@ class ClusterError(BackendError):
         self.status = status
 
 
-class ReleaseBusyError(MlrecipeError):
-    """Another CLI process is driving this release (exit 1)."""
+class ReleaseBusyError(UserError):
+    """Another CLI process is driving this release (it holds the release's lock; exit 2, nothing started)."""
+
+
+class CorruptStateError(UserError):
+    """A release's state record cannot be read (truncated, not JSON, not a record); the message says how to recover."""
+
+
+class LinkedPathError(UserError):
+    """A path under ``$MLRECIPE_HOME`` that mlrecipe would write or delete is a symbolic link: refused, not followed."""
+
+
+class DiskFullError(MlrecipeError):
+    """The disk holding a release's state is full (ENOSPC, EDQUOT); the message says whether the failure was
+    recorded and what to do."""

@@ -85,7 +85,7 @@ def _install_inputs(
         "files": [str(p.resolve()) for p in values],
         "given": [str(p) for p in values],  # as named on the command line, for messages
         "sets": list(sets or []),
-        "namespace": namespace or "default",
+        "namespace": "default" if namespace is None else namespace,
     }
 
 

@@ -9,7 +9,9 @@ import typer
 
 
 def doctor(
-    backend: Annotated[str, typer.Option("--backend", "-b", help="local (default), slurm or kubernetes")] = "local",
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="local (default), slurm, kubernetes or sagemaker")
+    ] = "local",
     recipe: Annotated[
         Path | None,
         typer.Option("--file", "-f", help="Recipe or pipeline: check for its framework, resources and claims"),
@@ -24,7 +26,8 @@ def doctor(
 
     local: Python packages of the recipe's framework, GPUs, the volume root. slurm: controller,
     partitions, GPUs per node. kubernetes: context, operator CRDs, device plugins, allocatable
-    accelerators, storage classes, pv-* claims bound.
+    accelerators, storage classes, pv-* claims bound. sagemaker (its config file section): boto3, credentials,
+    the execution role and its trust, the bucket of s3_prefix.
     """
     from mlrecipe.infra.doctor.runner import run_doctor
 

@@ -36,7 +36,7 @@ def summary(record: Any) -> dict[str, Any]:
         "address": f"{record.backend}://{record.namespace}/{record.release}",
         "state": record.effective_state().value,
         "steps": [
-            {"name": s.name, "chart": s.chart, "state": s.state.value, "exit_code": s.exit_code,
+            {"name": s.name, "chart": s.chart, "state": record.step_state(s).value, "exit_code": s.exit_code,
              "message": s.message, "url": s.url, "progress": s.progress, "backend": record.backend_of(s),
              "needs": record.needs.get(s.name, []), **({"outputs": s.outputs} if s.outputs else {}),
              **({"matrix": s.matrix} if s.matrix else {})}
@@ -103,33 +103,34 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
     """Continue a release after its last successful step."""
     lifecycle.skip_pydantic_plugins()
     from mlrecipe.backends.base import AdoptsSubmitted, StepState
+    from mlrecipe.runner.lock import driving
     from mlrecipe.runner.progress import make_display
     from mlrecipe.runner.recorded_inputs import restore
     from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
+    from mlrecipe.runner.state import STATE_FILE, read_record
 
     try:
-        record = one_record(release, namespace, backend)
-        if record is None:
+        found = one_record(release, namespace, backend)
+        if found is None:
             return fail(f"release '{release}' not found (see 'mlrecipe list')")
-        if record.driver_alive():
-            return fail(f"release {record.release} is still being run by process {record.driver_pid}",
-                        ExitCode.FAILED)
-        if record.state is StepState.SUCCEEDED:
-            print(f"release {record.backend}://{record.namespace}/{record.release} already succeeded; nothing to do")
-            return ExitCode.OK
-        impl = _backend(record.backend, None, opts)
-        inputs = restore(record.inputs, dict(os.environ))
-        spec = spec_from_inputs(inputs)
-        runner = ReleaseRunner(spec, impl, inputs, make_display(out), max_parallel=max_parallel,
-                               keep_going=keep_going)
-        for step in record.steps.values():
-            if step.state is StepState.RUNNING and step.handle:
-                step_impl = runner.backends.named(record.backend_of(step))
-                if not isinstance(step_impl, AdoptsSubmitted):  # else its submit adopts the step's job
-                    step_impl.cancel_handle(step_impl.load_handle(step.handle))
-                step.state = StepState.INTERRUPTED
-        lifecycle.started()
-        code = runner.run()
+        with driving(found.directory, found.address):
+            record = read_record(found.directory / STATE_FILE)  # as it is now that no other driver runs
+            if record.state is StepState.SUCCEEDED:
+                print(f"release {record.address} already succeeded; nothing to do")
+                return ExitCode.OK
+            impl = _backend(record.backend, None, opts)
+            inputs = restore(record.inputs, dict(os.environ))
+            spec = spec_from_inputs(inputs)
+            runner = ReleaseRunner(spec, impl, inputs, make_display(out), max_parallel=max_parallel,
+                                   keep_going=keep_going)
+            for step in record.steps.values():
+                if step.state is StepState.RUNNING and step.handle:
+                    step_impl = runner.backends.named(record.backend_of(step))
+                    if not isinstance(step_impl, AdoptsSubmitted):  # else its submit adopts the step's job
+                        step_impl.cancel_handle(step_impl.load_handle(step.handle))
+                    step.state = StepState.INTERRUPTED
+            lifecycle.started()
+            code = runner.run()
     except MlrecipeError as exc:
         return print_error(exc)
     if out != "json":
@@ -149,11 +150,14 @@ def _stop_driver(record: Any) -> None:
 
 def uninstall(release: str, namespace: str | None, backend: str | None, opts: list[str]) -> ExitCode:
     """Stop what the release runs and remove its state; a missing release is not an error."""
+    from mlrecipe.runner.state import check_no_links
+
     try:
         record = one_record(release, namespace, backend)
         if record is None:
             print(f"release '{release}' not found; nothing to do")
             return ExitCode.OK
+        check_no_links(record.directory)  # the directory the record was read from, nothing it names
         _stop_driver(record)
         backends = record_backends(record, opts)
     except UserError as exc:
@@ -172,6 +176,10 @@ def uninstall(release: str, namespace: str | None, backend: str | None, opts: li
             fail(line)
         return fail(f"release {record.release} was not uninstalled; its state is kept in {record.directory} "
                     "(run uninstall again once the backend answers)", ExitCode.FAILED)
-    shutil.rmtree(record.directory, ignore_errors=True)
-    print(f"release {record.backend}://{record.namespace}/{record.release} uninstalled")
+    try:
+        shutil.rmtree(record.directory)
+    except OSError as exc:
+        return fail(f"release {record.address} was stopped but its state could not be removed: {exc}",
+                    ExitCode.FAILED)
+    print(f"release {record.address} uninstalled")
     return ExitCode.OK

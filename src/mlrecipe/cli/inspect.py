@@ -147,11 +147,12 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
            opts: list[str]) -> ExitCode:
     """Show one release in detail (asking the backend whether its servers are up), or all in a table."""
     from mlrecipe.cli.execute import record_backends, summary
-    from mlrecipe.runner.state import all_records, find_records
+    from mlrecipe.runner.state import find_records, scan_records
 
+    corrupt: list[Any] = []
     try:
         if release is None:
-            records, checks = all_records(), {}
+            (records, corrupt), checks = scan_records(), {}
         else:
             addr = parse_address(release, namespace, backend)
             records = find_records(addr.release, addr.namespace, addr.backend)
@@ -172,11 +173,14 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
                 if step["name"] in checks.get((r.backend, r.namespace, r.release), {}):
                     step["server"] = checks[(r.backend, r.namespace, r.release)][step["name"]]
             docs.append(doc)
+        docs += [{"address": _corrupt_address(path), "state": "corrupt", "error": str(exc)} for path, exc in corrupt]
         emit_json(docs)
         return ExitCode.OK
-    if not records:
+    if not records and not corrupt:
         print("no releases")
         return ExitCode.OK
+    for path, _exc in corrupt:
+        print(f"{_corrupt_address(path)}  corrupt  (unreadable {path}; 'mlrecipe status' on it says how to recover)")
     for r in records:
         print(f"{r.backend}://{r.namespace}/{r.release}  {r.effective_state()}  updated {_when(r.updated)}")
         if release is None:
@@ -192,9 +196,14 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             url = f"  {s.url}" if s.url else ""
             server = f"  [server {live[name]}]" if name in live else ""
             progress = f"  [{Progress(**s.progress)}]" if s.progress else ""
-            print(f"  {name:<20} {s.state.value:<12} {r.backend_of(s):<10} {s.chart}{needs}{url}{server}{progress}"
-                  f"{extra}")
+            print(f"  {name:<20} {r.step_state(s).value:<12} {r.backend_of(s):<10} {s.chart}{needs}{url}{server}"
+                  f"{progress}{extra}")
     return ExitCode.OK
+
+
+def _corrupt_address(path: Path) -> str:
+    backend, namespace, release = path.parts[-4:-1]
+    return f"{backend}://{namespace}/{release}"
 
 
 def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str | None, backend: str | None,

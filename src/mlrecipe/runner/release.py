@@ -20,11 +20,21 @@ from typing import Any
 
 from mlrecipe.backends.base import Backend, QueuesAhead, ReleaseContext, StepOutcome, StepState, sleep_until_readable
 from mlrecipe.config import release_dir
-from mlrecipe.errors import BackendError, ExitCode, ReleaseBusyError
+from mlrecipe.errors import BackendError, DiskFullError, ExitCode, MlrecipeError, ReleaseBusyError
 from mlrecipe.runner.active import ActiveStep
+from mlrecipe.runner.lock import driving
 from mlrecipe.runner.progress import Display
 from mlrecipe.runner.recorded_inputs import redact
-from mlrecipe.runner.state import ReleaseRecord, StepRecord, create_time, load_record
+from mlrecipe.runner.state import (
+    DISK_FULL,
+    STATE_FILE,
+    ReleaseRecord,
+    StepRecord,
+    check_tree_has_no_links,
+    create_time,
+    disk_full_error,
+    load_record,
+)
 from mlrecipe.runner.step_backends import AnyBackend, StepBackends
 from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
 
@@ -161,12 +171,54 @@ class ReleaseRunner:
         """Run every step as soon as the steps it depends on are done, at most ``max_parallel`` at a time.
 
         A failing step stops the steps that depend on it and, unless ``keep_going``, cancels the running
-        ones. Returns the exit code (0, 1 failed, 130 interrupted).
+        ones. Returns the exit code (0, 1 failed, 130 interrupted). The release's driver lock is held throughout
+        (:func:`mlrecipe.runner.lock.driving`); a full disk stops every step, is recorded as far as the disk
+        allows and raises :class:`DiskFullError`.
         """
+        directory = self.context.state_dir
+        with driving(directory, self.context.address):
+            if directory.exists():
+                check_tree_has_no_links(directory)
+                for stale in directory.glob(f".{STATE_FILE}.*.tmp"):  # left by a driver killed while it wrote
+                    stale.unlink(missing_ok=True)
+            return self._run_locked()
+
+    def _run_locked(self) -> ExitCode:
+        since = time.time()
         record = self._record()
-        record.save()
         sched = _Schedule(self.spec.dependencies(), list(self.spec.steps))
         env = self._base_env()
+        try:
+            record.save()
+            return self._loop(record, sched, env)
+        except DiskFullError:
+            self._stop_on_full_disk(sched, record, since)
+            raise
+        except OSError as exc:
+            if exc.errno not in DISK_FULL:
+                raise
+            self._stop_on_full_disk(sched, record, since)
+            raise disk_full_error(exc.filename or self.context.state_dir, self.context.address, recorded=False) \
+                from None
+
+    def _stop_on_full_disk(self, sched: _Schedule, record: ReleaseRecord, since: float) -> None:
+        """Stop every running step and record that the disk was full (on the steps that failed or were stopped
+        since ``since``), as far as the disk allows."""
+        for name, active in list(sched.active.items()):
+            with contextlib.suppress(BackendError):
+                active.running.cancel()
+            del sched.active[name]
+        for rec in record.steps.values():
+            if rec.state.active:
+                rec.state, rec.message, rec.ended = StepState.FAILED, "stopped: the disk is full", time.time()
+            elif rec.state is StepState.FAILED and (rec.ended or 0) >= since and "disk is full" not in rec.message:
+                rec.message = f"{rec.message}; the disk is full" if rec.message else "the disk is full"
+        record.state = StepState.FAILED
+        record.driver_pid = None
+        with contextlib.suppress(MlrecipeError, OSError):
+            record.save()
+
+    def _loop(self, record: ReleaseRecord, sched: _Schedule, env: dict[str, str]) -> ExitCode:
         with _sigterm_as_interrupt(), self.display:
             self.display.graph([(s.name, s.chart.name) for s in self.spec.steps], sched.deps)
             try:

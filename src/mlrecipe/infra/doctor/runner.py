@@ -11,7 +11,7 @@ from mlrecipe.infra.doctor.base import Check, exit_code, run_checks
 from mlrecipe.infra.doctor.report import to_json, write_plain, write_table
 from mlrecipe.infra.doctor.requirements import RecipeInputError, Requirements, load_requirements
 
-BACKENDS = ("local", "slurm", "kubernetes")
+BACKENDS = ("local", "slurm", "kubernetes", "sagemaker")
 OUTPUTS = ("text", "json")
 
 
@@ -25,6 +25,11 @@ def build_checks(backend: str, req: Requirements, context: str | None, namespace
         from mlrecipe.infra.doctor import slurm
 
         return slurm.checks(req)
+    if backend == "sagemaker":
+        from mlrecipe.backends.options import load_options
+        from mlrecipe.infra.doctor import sagemaker
+
+        return sagemaker.checks(load_options(sagemaker.SageMakerOptions, "sagemaker"))
     from mlrecipe.infra.doctor import kubernetes
 
     return kubernetes.checks(req, context=context, namespace=namespace)

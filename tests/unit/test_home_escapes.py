@@ -1,0 +1,84 @@
+"""Nothing escapes MLRECIPE_HOME: not through a record's contents, a --namespace, or a planted symbolic link."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.repo import BIN, cli_env
+
+
+def mlrecipe(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "mlrecipe"), *args], capture_output=True, text=True, env=cli_env(home),
+                          timeout=120)
+
+
+def recipe(tmp_path: Path) -> Path:
+    path = tmp_path / "recipe.yaml"
+    path.write_text("image: python:3.11\npvc: []\nprocess:\n  command: [echo, step output]\n", encoding="utf-8")
+    return path
+
+
+def plant_record(directory: Path, **fields: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {"release": "rel", "namespace": "default", "backend": "local", "inputs": {}, "state": "failed", **fields}
+    (directory / "state.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+def test_uninstall_removes_the_directory_the_record_was_read_from(tmp_path: Path, mlhome: Path) -> None:
+    victim = tmp_path / "victim"
+    (victim / "rel").mkdir(parents=True)
+    (victim / "rel" / "precious.txt").write_text("keep me", encoding="utf-8")
+    planted = mlhome / "releases" / "local" / "default" / "rel"
+    plant_record(planted, namespace=str(victim))
+    done = mlrecipe(mlhome, "uninstall", "rel")
+    assert done.returncode == 0, done.stderr
+    assert not planted.exists()
+    assert (victim / "rel" / "precious.txt").read_text(encoding="utf-8") == "keep me"
+
+
+@pytest.mark.parametrize("verb", ["install", "template"])
+@pytest.mark.parametrize("namespace", ["../../../x", "/abs/dir", "a/b", "UPPER", ""])
+def test_namespace_option_is_validated_like_a_pipelines(tmp_path: Path, mlhome: Path, verb: str,
+                                                         namespace: str) -> None:
+    done = mlrecipe(mlhome, verb, "rel", "data-prep/data-process", "-f", str(recipe(tmp_path)), "-n", namespace)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"error: <command line>: --namespace: invalid namespace '{namespace}'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (mlhome / "releases").exists() and not (tmp_path / "x").exists()
+
+
+def test_a_symlinked_log_is_not_written_through(tmp_path: Path, mlhome: Path) -> None:
+    rec = recipe(tmp_path)
+    first = mlrecipe(mlhome, "install", "rel", "data-prep/data-process", "-f", str(rec))
+    assert first.returncode == 0, first.stdout + first.stderr
+    log = mlhome / "releases" / "local" / "default" / "rel" / "steps" / "data-process" / "node-0.log"
+    assert "step output" in log.read_text(encoding="utf-8")
+    outside = tmp_path / "outside.log"
+    outside.write_text("untouched\n", encoding="utf-8")
+    log.unlink()
+    log.symlink_to(outside)
+    again = mlrecipe(mlhome, "install", "rel", "data-prep/data-process", "-f", str(rec), "--force")
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert f"error: {log} is a symbolic link" in again.stderr and "Traceback" not in again.stderr
+    assert outside.read_text(encoding="utf-8") == "untouched\n"
+
+
+@pytest.mark.parametrize("linked", ["releases/local/default/rel", "releases/local/default"])
+def test_a_symlinked_release_directory_is_refused_not_reported_removed(tmp_path: Path, mlhome: Path,
+                                                                       linked: str) -> None:
+    outside = tmp_path / "outside"
+    plant_record(outside / "rel" if linked.endswith("default") else outside)
+    link = mlhome / linked
+    link.parent.mkdir(parents=True)
+    link.symlink_to(outside)
+    done = mlrecipe(mlhome, "uninstall", "rel")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"error: {link} is a symbolic link" in done.stderr and "uninstalled" not in done.stdout
+    assert link.is_symlink() and list(outside.rglob("state.json"))
+    run = mlrecipe(mlhome, "install", "rel", "data-prep/data-process", "-f", str(recipe(tmp_path)), "--force")
+    assert run.returncode == 2 and f"error: {link} is a symbolic link" in run.stderr, run.stdout + run.stderr
+    assert not list(outside.rglob("steps"))
