@@ -17,11 +17,12 @@ from tests.repo import BIN, cli_env
 
 
 def pipeline(tmp_path: Path) -> tuple[Path, Path]:
-    """A one-step pipeline whose step adds a line to a file, then runs for 2 s."""
+    """A one-step pipeline whose step adds a line to a file, then runs until the file ``go`` exists (60 s at most)."""
     runs = tmp_path / "runs.txt"
     step = tmp_path / "step.py"
-    step.write_text(f"import time\nwith open({str(runs)!r}, 'a') as fh:\n    fh.write('ran\\n')\ntime.sleep(2)\n",
-                    encoding="utf-8")
+    step.write_text(f"import os, time\nwith open({str(runs)!r}, 'a') as fh:\n    fh.write('ran\\n')\n"
+                    f"end = time.time() + 60\nwhile not os.path.exists({str(tmp_path / 'go')!r}) and time.time() < end:"
+                    "\n    time.sleep(0.05)\n", encoding="utf-8")
     (tmp_path / "recipe.yaml").write_text(f"image: python:3.11\npvc: []\nprocess:\n  command: [python3, {step}]\n",
                                           encoding="utf-8")
     path = tmp_path / "pipeline.yaml"
@@ -36,6 +37,10 @@ def test_two_runs_started_together_run_the_step_once(tmp_path: Path, mlhome: Pat
     argv = [str(BIN / "mlrecipe"), "run", str(path), "--force"]
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(mlhome))
              for _ in range(2)]
+    deadline = time.monotonic() + 90
+    while all(p.poll() is None for p in procs) and time.monotonic() < deadline:  # until one of them gives up
+        time.sleep(0.05)
+    (tmp_path / "go").touch()
     outs = [p.communicate(timeout=120) for p in procs]
     codes = [p.returncode for p in procs]
     assert sorted(codes) == [0, 2], outs
@@ -58,6 +63,7 @@ def test_resume_and_install_are_refused_while_a_run_drives_the_release(tmp_path:
                             timeout=120)
     install = subprocess.run([str(BIN / "mlrecipe"), "install", "lk", "data-prep/data-process", "-f",
                               str(tmp_path / "recipe.yaml")], capture_output=True, text=True, env=env, timeout=120)
+    (tmp_path / "go").touch()
     first.communicate(timeout=120)
     assert first.returncode == 0
     for done in (resume, install):
