@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from mlrecipe.backends.base import BackendOptions
 from mlrecipe.config import read_config
@@ -57,7 +58,7 @@ def load_options(model: type[OptionsT], section: str, overrides: dict[str, Any] 
         raise SpecError(issues) from None
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     if err["type"] == "extra_forbidden":
         return f"unknown option '{err['loc'][-1]}' (see 'mlrecipe options BACKEND')"
     return str(err["msg"])

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 from mlrecipe.notebook.authproxy import AuthProxy
 from mlrecipe.notebook.certs import self_signed
@@ -77,7 +78,8 @@ def supervise(children: list[subprocess.Popen]) -> int:
         ended = [c for c in children if c.poll() is not None]
         if ended:
             status = ended[0].returncode or 1
-            print(f"[notebook] {ended[0].args[2]} exited with {ended[0].returncode}", flush=True)
+            argv = cast(list[str], ended[0].args)  # start_children's argv lists: python -m MODULE ...
+            print(f"[notebook] {argv[2]} exited with {ended[0].returncode}", flush=True)
             break
         time.sleep(0.5)
     for child in children:

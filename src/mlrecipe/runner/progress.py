@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from mlrecipe.backends.base import StepOutcome, StepState
 from mlrecipe.metrics import Progress
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 STYLES = {StepState.SUCCEEDED.value: "green", StepState.SERVING.value: "green", StepState.FAILED.value: "red",
           StepState.RUNNING.value: "cyan", StepState.SKIPPED.value: "dim", StepState.PENDING.value: "dim"}
@@ -90,7 +94,7 @@ class LiveDisplay(Display):
     """A rich live table of the release's graph: every step with what it waits for, its state, elapsed time and
     progress (else its rank-0 log line); a waiting step names the steps it still waits for."""
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self, console: Console | None = None) -> None:
         super().__init__()
         from rich.console import Console
         from rich.live import Live
@@ -113,7 +117,7 @@ class LiveDisplay(Display):
             cells.append(f"[{style}]{escape(dep)}[/]" if style else escape(dep))
         return ", ".join(cells)
 
-    def _table(self):
+    def _table(self) -> Table:
         from rich.markup import escape
         from rich.table import Table
 

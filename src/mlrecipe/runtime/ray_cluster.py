@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import json
+import logging
 import os
 import re
 import shlex
@@ -127,7 +128,7 @@ def start_remote_workers(spec: dict, address: str, shape: list[str]) -> list[sub
         expected += int(group.get("replicas", 1))
         shape.append(f"{group.get('replicas', 1)} x {group.get('group', 'workers')} "
                      f"({group.get('num_cpus', 1)} CPU, {group.get('num_gpus', 0)} GPU each)")
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     try:
         deadline = time.monotonic() + float(os.environ.get("MLRECIPE_RAY_JOIN_TIMEOUT", "300"))
         while len([n for n in ray.nodes() if n["Alive"]]) < expected:

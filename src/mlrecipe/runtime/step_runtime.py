@@ -283,7 +283,7 @@ def run(program: dict, env: dict[str, str] | None = None) -> int:
         signal.signal(signum, forward)
     out = sys.stdout.buffer
     assert child.stdout is not None
-    for chunk in iter(lambda: child.stdout.readline(), b""):
+    for chunk in iter(child.stdout.readline, b""):
         out.write(chunk)
         out.flush()
         if log is not None:

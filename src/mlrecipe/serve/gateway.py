@@ -139,8 +139,8 @@ class Metrics:
         out += ["# HELP mlrecipe_request_duration_seconds Request latency (to the last byte), by route.",
                 "# TYPE mlrecipe_request_duration_seconds histogram"]
         for route, buckets in sorted(self.latency.items()):
-            for bound, n in zip(LATENCY_BUCKETS, buckets, strict=True):
-                out.append(f'mlrecipe_request_duration_seconds_bucket{{route="{route}",le="{bound}"}} {n:.0f}')
+            for bound, hits in zip(LATENCY_BUCKETS, buckets, strict=True):
+                out.append(f'mlrecipe_request_duration_seconds_bucket{{route="{route}",le="{bound}"}} {hits:.0f}')
             count = self.latency_count[route]
             out.append(f'mlrecipe_request_duration_seconds_bucket{{route="{route}",le="+Inf"}} {count}')
             out.append(f'mlrecipe_request_duration_seconds_sum{{route="{route}"}} {self.latency_sum[route]:.6f}')
@@ -288,7 +288,7 @@ class Gateway:
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send, path: str, method: str) -> None:
         v2 = path == "/v2" or path.startswith("/v2/")
-        if self._key and path not in OPEN_PATHS and not self._authorized(scope):
+        if self._key and path not in OPEN_PATHS and not self._authorized(scope, self._key):
             self.metrics.rejected["unauthorized"] = self.metrics.rejected.get("unauthorized", 0) + 1
             await send_json(send, 401, openai_error(401, "missing or invalid API key (Authorization: Bearer ...)"),
                             [(b"www-authenticate", b"Bearer")])
@@ -328,10 +328,10 @@ class Gateway:
             if work:
                 self.metrics.inflight -= 1
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _authorized(self, scope: Scope, key: str) -> bool:
         value = (_header(scope, b"authorization") or b"").decode("latin-1")
         scheme, _, token = value.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self._key.encode())
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
 
     async def _too_large(self, send: Send) -> None:
         self.metrics.rejected["body_too_large"] = self.metrics.rejected.get("body_too_large", 0) + 1

@@ -20,7 +20,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from mlrecipe.serve.gateway import Gateway, GatewayConfig, openai_error
 
@@ -34,6 +34,10 @@ class RequestError(Exception):
         self.status, self.message, self.param = status, message, param
 
 
+@overload
+def _int(body: dict[str, Any], key: str, default: int, lo: int = 0) -> int: ...
+@overload
+def _int(body: dict[str, Any], key: str, default: None, lo: int = 0) -> int | None: ...
 def _int(body: dict[str, Any], key: str, default: int | None, lo: int = 0) -> int | None:
     value = body.get(key, default)
     if value is None:
@@ -110,7 +114,7 @@ class Engine:
                     finish = "stop"
                     break
                 out_ids.append(token)
-                new_text = self.tokenizer.decode(out_ids, skip_special_tokens=True)
+                new_text = cast(str, self.tokenizer.decode(out_ids, skip_special_tokens=True))  # one sequence: one text
                 delta, text = new_text[len(text):], new_text
                 stop_at = min((text.find(s) for s in p["stop"] if s and s in text), default=-1)
                 if stop_at >= 0:
@@ -280,7 +284,8 @@ def build_app(engine: Engine):
                 raise RequestError(400, "'messages' must be a non-empty list of {role, content} strings", "messages")
             if not engine.tokenizer.chat_template:
                 raise RequestError(400, "this model has no chat template (serve it with --chat-template FILE)")
-            prompt = engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            prompt = cast(str, engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                                    tokenize=False))  # not tokenized: text
             return await run_generation(request, prompt, body, chat=True)
         except RequestError as exc:
             return error(exc.status, exc.message, exc.param)

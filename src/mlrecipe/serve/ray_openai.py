@@ -201,7 +201,7 @@ async def forward(app: Any, request: Request) -> Response:
 class VLLMDeployment:
     """One vLLM engine behind vLLM's own OpenAI application (``/v1/completions``, ``/v1/chat/completions``, ...)."""
 
-    async def __init__(self) -> None:
+    async def __init__(self) -> None:  # type: ignore[misc]  # Ray Serve awaits an async constructor
         args, tasks = engine_setup(os.environ.get(ENGINE_CONFIG_VAR))
         print(f"openai_api ({__file__}): vLLM {importlib.import_module('vllm').__version__} serving "
               f"{args.served_model_name} from {args.model}", flush=True)
@@ -233,4 +233,4 @@ class VLLMDeployment:
 
 if os.environ.get(ENGINE_CONFIG_VAR):
     engine_setup(os.environ[ENGINE_CONFIG_VAR])  # Serve's import of this module fails on a bad configuration
-deployment = VLLMDeployment.bind()
+deployment = VLLMDeployment.bind()  # type: ignore[attr-defined]  # @serve.deployment made it a Deployment

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -74,7 +75,7 @@ def framework_scripts(chart: ChartInfo, framework: str | None) -> FrameworkScrip
     return None
 
 
-def missing_scripts(command_line: list[str], shipped: list[str], pre_script: list[str] = ()) -> list[str]:
+def missing_scripts(command_line: list[str], shipped: list[str], pre_script: Sequence[str] = ()) -> list[str]:
     """Scripts a command runs from :data:`SCRIPTS_DIR` that are not among ``shipped``.
 
     A step that uses the folder (``cd $SCRIPTS_DIR`` in its pre_script or command, ``$SCRIPTS_DIR/x.py``,
@@ -97,8 +98,8 @@ def missing_scripts(command_line: list[str], shipped: list[str], pre_script: lis
     return missing
 
 
-def framework_warnings(chart: ChartInfo, framework: str | None, command_line: list[str],
-                       command_loc: tuple[str, ...], pre_script: list[str] = ()) -> list[tuple[tuple[str, ...], str]]:
+def framework_warnings(chart: ChartInfo, framework: str | None, command_line: list[str], command_loc: tuple[str, ...],
+                       pre_script: Sequence[str] = ()) -> list[tuple[tuple[str, ...], str]]:
     """(value location, message) for a ``framework:`` the chart does not ship, or scripts missing from it."""
     if not framework:
         return []

@@ -9,6 +9,7 @@ files are written into the step directory and bind-mounted at those paths, and t
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ COMMAND = ["python3", "-m", "mlrecipe.serve.rayserve"]
 ENGINE_DEFAULTS = {"disable_log_stats": True, "enable_log_requests": False}
 
 
-def serve_config(ray: dict[str, Any]) -> Any:
+def serve_config(ray: Mapping[str, Any]) -> Any:
     """``ray.serve_config_v2`` as data, whatever form the recipe gives it in."""
     return serve_config_data(ray.get("serve_config_v2"))
 

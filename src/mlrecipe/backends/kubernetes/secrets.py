@@ -130,11 +130,12 @@ def lift_ray_env_vars(values: dict[str, Any], block: str) -> tuple[dict[str, Any
     ray = values.get("ray")
     if not isinstance(ray, dict):
         return values, []
-    new_ray, moved = dict(ray), {}
+    new_ray = dict(ray)
+    moved: dict[str, str] = {}
     for key, wrapper in RAY_DOCS.items():
         raw = ray.get(key)
-        wrapped = isinstance(raw, dict) and wrapper in raw
-        inner = raw[wrapper] if wrapped else raw
+        outer: dict[str, Any] | None = raw if isinstance(raw, dict) and wrapper in raw else None
+        inner = outer[wrapper] if outer is not None else raw
         try:
             doc = yaml.safe_load(inner) if isinstance(inner, str) else copy.deepcopy(inner)
         except yaml.YAMLError:
@@ -152,7 +153,7 @@ def lift_ray_env_vars(values: dict[str, Any], block: str) -> tuple[dict[str, Any
                 moved[str(name)] = value
         if moved:
             text = yaml.safe_dump(doc, sort_keys=False) if isinstance(inner, str) else doc
-            new_ray[key] = {**raw, wrapper: text} if wrapped else text
+            new_ray[key] = {**outer, wrapper: text} if outer is not None else text
     if not moved:
         return values, []
     out = {**values, "ray": new_ray}
