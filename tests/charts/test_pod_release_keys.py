@@ -3,27 +3,12 @@ component looks a release's pods up by the annotations (without them it finds no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mlrecipe.helm.render import charts_root, load_values_file, render_chart
-from tests.charts.chart_cases import NAMESPACE, RELEASE, scenarios
-
-
-def pod_templates(node: Any) -> Iterator[dict[str, Any]]:
-    """Every pod template (a mapping with ``metadata`` and a ``spec`` holding ``containers``) under ``node``."""
-    if isinstance(node, dict):
-        spec = node.get("spec")
-        if isinstance(spec, dict) and "containers" in spec and "metadata" in node:
-            yield node
-        for value in node.values():
-            yield from pod_templates(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from pod_templates(item)
+from tests.charts.chart_cases import NAMESPACE, RELEASE, pod_templates, scenarios
 
 
 @pytest.mark.parametrize("scenario", scenarios(), ids=lambda s: f"{s[0]}:{s[1].name}")

@@ -22,7 +22,7 @@ from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.helm.validate import validate_manifests
 from mlrecipe.spec.load import load_pipeline, load_step_release
-from tests.charts.test_pod_release_keys import pod_templates
+from tests.charts.chart_cases import pod_templates
 from tests.repo import BIN, REPO, cli_env
 
 ASSETS = REPO / "tests" / "assets" / "reference_style"

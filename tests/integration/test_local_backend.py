@@ -62,7 +62,7 @@ def efs_home(home: Path, release: str) -> Path:
 
 def test_quickstart_pipeline_end_to_end(mlhome: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The main job: real data, real 2-node DDP training, evaluation (the loss goes down), vLLM serving, a client."""
-    from tests.serve.conftest import SERVE_ENV, SERVE_IMAGE, has_serve_env
+    from tests.serve.serving import SERVE_ENV, SERVE_IMAGE, has_serve_env
 
     if not has_serve_env():
         pytest.skip(f"the quickstart's serving step needs vLLM in {SERVE_ENV} (run 'make serve-env')")

@@ -6,19 +6,10 @@ PodLists as ``kubectl get -o json`` returns them): no API server runs in this te
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from mlrecipe.backends.kubernetes.status import pod_state, step_outcome, stuck_reason, workload_outcome
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def load(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
+from tests.kubernetes.recorded import load
 
 
 @pytest.mark.parametrize(

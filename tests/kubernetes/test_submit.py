@@ -21,7 +21,7 @@ from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from mlrecipe.runner.state import load_record
 from tests.kubernetes.fake_cluster import FakeCluster
-from tests.kubernetes.test_status import load
+from tests.kubernetes.recorded import load
 from tests.repo import EXAMPLES
 
 INPUTS = {

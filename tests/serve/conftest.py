@@ -1,80 +1,17 @@
-"""Fixtures of the serving tests: the serving environment, a tiny trained model, one vLLM release for the module.
-
-The serving environment is ``$MLRECIPE_SERVE_ENV`` or ``<repo>/.venv-vllm`` (``make serve-env``); tests that need
-it are skipped, saying so, when it is missing. The model is the quickstart's own: its data script and a 20-step
-training run (a few seconds), exported in Hugging Face format; nothing comes from a hub.
-"""
+"""Fixtures of the serving tests: a tiny trained model (``tests/serve/serving.py``), one vLLM release for the module."""
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
-import subprocess
-import sys
-import textwrap
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.repo import BIN, EXAMPLES, REPO, cli_env
+from tests.repo import EXAMPLES
+from tests.serve.serving import SERVE_ENV, SERVE_IMAGE, Release, has_serve_env, run_cli, tiny_model, write
 
-SERVE_ENV = Path(os.environ.get("MLRECIPE_SERVE_ENV") or REPO / ".venv-vllm")
-SERVE_IMAGE = "vllm/vllm-openai:latest"
-SCRIPTS = EXAMPLES / "quickstart" / "scripts"
-
-
-def serve_python() -> Path:
-    return SERVE_ENV / "bin" / "python"
-
-
-def has_serve_env(module: str = "vllm") -> bool:
-    python = serve_python()
-    if not python.exists():
-        return False
-    probe = subprocess.run([str(python), "-c", f"import {module}, mlrecipe.serve"], capture_output=True)
-    return probe.returncode == 0
-
-
-needs_vllm = pytest.mark.skipif(not has_serve_env(), reason=f"no serving environment with vLLM at {SERVE_ENV} "
-                                                            "(run 'make serve-env')")
-
-
-def run_cli(home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300):
-    full = {**cli_env(home), "MLRECIPE_IMAGES": f"{SERVE_IMAGE}={SERVE_ENV}", **(env or {})}
-    return subprocess.run([str(BIN / "mlrecipe"), *args], env=full, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The quickstart's tiny Llama, trained for 20 steps, with its tokenizer (Hugging Face format)."""
-    root = tmp_path_factory.mktemp("tiny-model")
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, str(SCRIPTS / "prepare_data.py"), "--out", str(root / "data"),
-                    "--vocab-size", "512"], check=True, capture_output=True, env=env)
-    subprocess.run([sys.executable, str(SCRIPTS / "train.py"), "--data", str(root / "data"), "--ckpt-dir",
-                    str(root / "ckpt"), "--export", str(root / "model"), "--steps", "20", "--batch", "4"],
-                   check=True, capture_output=True, env=env)
-    return root / "model"
-
-
-@dataclass
-class Release:
-    home: Path
-    name: str
-    url: str
-    key: str
-    install_output: str
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(textwrap.dedent(text))
-    return path
+__all__ = ["tiny_model", "vllm_release"]
 
 
 @pytest.fixture(scope="module")
@@ -107,74 +44,3 @@ def vllm_release(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
         yield Release(home, "llm", url, key, result.stdout + result.stderr)
     finally:
         run_cli(home, "uninstall", "llm")
-
-
-def start_server(model: Path, name: str, log: Path, engine: str, *extra: str,
-                 timeout: float = 300) -> tuple[subprocess.Popen, str]:
-    """``python -m mlrecipe.serve --engine ENGINE`` on 127.0.0.1 (a free port), once its /health answers."""
-    from mlrecipe.backends.host.ports import free_port
-
-    port = free_port()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([str(serve_python()), "-m", "mlrecipe.serve", "--engine", engine, "--model",
-                                 str(model), "--served-model-name", name, "--port", str(port), *extra],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    stop_server(proc)
-    raise AssertionError(log.read_text())
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server's process group; SIGKILL if it is still there after 30 s."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        proc.wait()
-
-
-RAY_IMAGE = "rayproject/ray:2.52.1-py311-gpu"
-
-# a server that logs a line and never answers its health path, with a 3-second startup budget
-NEVER_READY_RECIPE = """
-    server:
-      command: [python3, -c]
-      args: ["'import time; print(\\"loading weights...\\", flush=True); time.sleep(600)'"]
-      readiness_probe: {path: /health, period_secs: 1}
-      startup_probe: {path: /health, period_secs: 1, failure_threshold: 3}
-    """
-
-
-def rayserve_recipe(model: Path) -> str:
-    """A serving/rayserve recipe in the reference's form (serveConfigV2, openai_api:deployment, ENGINE_CONFIG)."""
-    return textwrap.dedent(f"""
-        image: {RAY_IMAGE}
-        ray:
-          version: '2.52.1'
-          serve_config_v2:
-            serveConfigV2: |
-              applications:
-                - name: tiny
-                  import_path: openai_api:deployment
-                  runtime_env:
-                    env_vars:
-                      ENGINE_CONFIG: "/etc/engine-config/engine-config.json"
-        engine:
-          config:
-            model: {model}
-            served_model_name: tiny
-            max_model_len: 128
-        """)

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from tests.repo import EXAMPLES
-from tests.serve.conftest import SERVE_ENV, has_serve_env, start_server, stop_server
+from tests.serve.serving import SERVE_ENV, has_serve_env, start_server, stop_server
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not has_serve_env("starlette"),

@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import textwrap
 from pathlib import Path
 
 import openai
 import pytest
 
 from tests.integration.helpers import release_processes
-from tests.repo import EXAMPLES, REPO
-from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, run_cli, write
+from tests.repo import REPO
+from tests.serve.serving import FRAMEWORKS, RAY_IMAGE, SERVE_ENV, framework_recipe, has_serve_env, run_cli, write
 
 pytestmark = [
     pytest.mark.integration,
@@ -27,38 +26,8 @@ pytestmark = [
                        reason=f"no serving environment with Ray Serve and vLLM at {SERVE_ENV} (run 'make serve-env')"),
 ]
 
-#: The reference's chart default, and the vLLM the serving environment has.
-FRAMEWORKS = ["vllm-0.19.0", "vllm-0.32.0"]
+#: The serving environment runs the Ray image.
 ENV = {"MLRECIPE_IMAGES": f"{RAY_IMAGE}={SERVE_ENV}"}
-
-
-def framework_recipe(model: Path, framework: str, **engine: object) -> str:
-    """A serving/rayserve recipe in the reference's form that loads ``openai_api`` from /etc/framework-scripts."""
-    config = {"served_model_name": "tiny", "model": str(model), "tokenizer": str(model), "max_model_len": 128,
-              "chat_template": str(EXAMPLES / "quickstart" / "chat_template.jinja"), "enable_log_requests": False,
-              "disable_log_stats": True, **engine}
-    return textwrap.dedent(f"""
-        image: {RAY_IMAGE}
-        framework: {framework}
-        ray:
-          version: '2.52.1'
-          serve_config_v2:
-            serveConfigV2: |
-              applications:
-                - name: tiny
-                  import_path: openai_api:deployment
-                  route_prefix: /
-                  runtime_env:
-                    env_vars:
-                      ENGINE_CONFIG: "/etc/engine-config/engine-config.json"
-                      PYTHONPATH: "/etc/framework-scripts"
-                  deployments:
-                    - name: VLLMDeployment
-                      max_ongoing_requests: 32
-                      autoscaling_config: {{min_replicas: 1, max_replicas: 1, target_ongoing_requests: 16}}
-        engine:
-          config: {json.dumps(config)}
-        """)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

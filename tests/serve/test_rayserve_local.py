@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.helpers import release_processes, release_tree, still_alive
 from tests.repo import REPO
-from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe, run_cli, write
+from tests.serve.serving import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe, run_cli, write
 
 pytestmark = pytest.mark.integration
 

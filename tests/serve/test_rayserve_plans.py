@@ -13,7 +13,7 @@ from mlrecipe.backends.registry import get_backend
 from mlrecipe.runner.progress import QuietDisplay
 from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
 from tests.repo import REPO
-from tests.serve.test_rayserve_framework import FRAMEWORKS, framework_recipe
+from tests.serve.serving import FRAMEWORKS, framework_recipe
 
 SCRIPTS = REPO / "charts" / "machine-learning" / "serving" / "rayserve" / "scripts"
 

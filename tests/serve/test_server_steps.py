@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.integration.helpers import release_processes
-from tests.serve.conftest import NEVER_READY_RECIPE, run_cli, write
+from tests.serve.serving import NEVER_READY_RECIPE, run_cli, write
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.serve.conftest import SERVE_ENV, has_serve_env, start_server, stop_server
+from tests.serve.serving import SERVE_ENV, has_serve_env, start_server, stop_server
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not has_serve_env(), reason=f"no serving environment with vLLM at {SERVE_ENV} "

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from tests.integration.helpers import release_processes, release_tree, still_alive
-from tests.serve.conftest import Release, run_cli
+from tests.serve.serving import Release, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

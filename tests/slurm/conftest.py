@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.serve.conftest import tiny_model  # noqa: F401  (the serving tests' model, for serving jobs)
+from tests.serve.serving import tiny_model  # noqa: F401  (a fixture: the serving tests' model, for serving jobs)
 from tests.slurm.cluster import Cluster, ClusterError, start_cluster
 
 

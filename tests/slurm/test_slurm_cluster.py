@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration.helpers import cli, release_processes, release_tree, start_cli, still_alive, wait_for
 from tests.repo import EXAMPLES, REPO
-from tests.serve.conftest import NEVER_READY_RECIPE, write
+from tests.serve.serving import NEVER_READY_RECIPE, write
 from tests.slurm.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]
@@ -44,7 +44,7 @@ def chain_jobs(home: Path, release: str) -> list[str]:
 def test_quickstart_pipeline_on_slurm(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole quickstart as batch jobs: data, 2-node elastic DDP, evaluation, a vLLM server job, a client job."""
-    from tests.serve.conftest import SERVE_ENV, SERVE_IMAGE, has_serve_env
+    from tests.serve.serving import SERVE_ENV, SERVE_IMAGE, has_serve_env
 
     if not has_serve_env():
         pytest.skip(f"the quickstart's serving step needs vLLM in {SERVE_ENV} (run 'make serve-env')")
@@ -181,7 +181,7 @@ def test_server_job_not_ready_in_time_is_cancelled_with_its_log(tmp_path: Path, 
 def test_rayserve_recipe_runs_as_a_job(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster, tiny_model: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A reference RayService recipe, unchanged, as a Slurm job: Ray Serve + vLLM on the node, OpenAI API."""
-    from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe
+    from tests.serve.serving import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe
 
     if not has_serve_env("ray, vllm"):
         pytest.skip(f"no serving environment with Ray Serve and vLLM at {SERVE_ENV} (run 'make serve-env')")

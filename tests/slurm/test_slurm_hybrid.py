@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import cli
-from tests.serve.conftest import write
+from tests.serve.serving import write
 from tests.slurm.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]

@@ -11,8 +11,7 @@ import openai
 import pytest
 
 from tests.integration.helpers import cli, release_processes, wait_for
-from tests.serve.conftest import RAY_IMAGE, SERVE_ENV, has_serve_env, write
-from tests.serve.test_rayserve_framework import FRAMEWORKS, framework_recipe
+from tests.serve.serving import FRAMEWORKS, RAY_IMAGE, SERVE_ENV, framework_recipe, has_serve_env, write
 from tests.slurm.cluster import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]

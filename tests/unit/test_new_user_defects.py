@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from mlrecipe.cli.app import app
 from mlrecipe.spec.load import load_pipeline
-from tests.conftest import BIN, cli_env
+from tests.repo import BIN, cli_env
 
 STEP = "  - name: {name}\n    chart: data-prep/data-process\n    recipe: {{process: {{command: [{cmd}]}}}}\n{extra}"
 
@@ -92,7 +92,7 @@ server:
 )
 def test_triton_backends_the_host_lacks_are_not_supported_on_local(tmp_path: Path, mlhome: Path, recipe: str | None,
                                                                     backend: str) -> None:
-    from tests.conftest import EXAMPLES
+    from tests.repo import EXAMPLES
 
     path = EXAMPLES / "eks" / "serving" / "triton-vllm.yaml"
     if recipe is not None:

@@ -1,5 +1,5 @@
 """Hybrid pipelines through the backend contract: a step that names its own backend runs there, in the same
-release (state, skip, resume, status, uninstall), with the fake backend of ``test_runner_contract`` and a second
+release (state, skip, resume, status, uninstall), with the fake backend of ``tests/unit/fake_backend.py`` and a second
 fake registered the same way."""
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from mlrecipe.backends.base import QueuesAhead, ReleaseContext
 from mlrecipe.cli import execute, inspect
 from mlrecipe.errors import ExitCode
 from mlrecipe.runner.state import load_record
-from tests.unit import test_runner_contract as contract
-from tests.unit.test_runner_contract import FakeBackend, FakePlan, FakeRunning, fake_backend  # noqa: F401
+from tests.unit.fake_backend import WORLD, FakeBackend, FakePlan, FakeRunning
 
 CONTEXTS: list[tuple[str, str, str, list[str]]] = []  #: (step, backend, ctx.runs_on, upcoming) per submission
 
@@ -31,11 +30,11 @@ class OtherBackend(QueuesAhead, RecordingFake):
     name = "other"
 
     def cancel_handle(self, handle: Any) -> None:
-        contract.WORLD.cancelled.append(f"other:{handle.run}")
+        WORLD.cancelled.append(f"other:{handle.run}")
 
 
 @pytest.fixture(autouse=True)
-def other_backend(monkeypatch: pytest.MonkeyPatch, fake_backend: None) -> None:  # noqa: F811
+def other_backend(monkeypatch: pytest.MonkeyPatch, fake_backend: None) -> None:
     CONTEXTS.clear()
     monkeypatch.setitem(registry.BACKENDS, "fake", f"{__name__}:RecordingFake")
     monkeypatch.setitem(registry.BACKENDS, "other", f"{__name__}:OtherBackend")
@@ -105,7 +104,7 @@ def test_status_resume_and_uninstall_reach_each_steps_backend(tmp_path: Path,
     assert execute.resume("rel", None, None, "text", []) == ExitCode.OK
     assert [c[:2] for c in CONTEXTS] == [("data", "fake"), ("train", "other"), ("train", "other")]
     assert execute.uninstall("rel", None, None, []) == ExitCode.OK
-    assert [r for r in contract.WORLD.cancelled if r.startswith("other:train")], "cancelled on its own backend"
+    assert [r for r in WORLD.cancelled if r.startswith("other:train")], "cancelled on its own backend"
     assert load_record("fake", "default", "rel") is None
 
 
