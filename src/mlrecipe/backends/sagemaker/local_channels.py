@@ -47,7 +47,7 @@ def _s3_keys(client: Any, uri: str) -> list[tuple[str, str, str]]:
 
 def stage_channels(channels: list[dict[str, Any]], trees: list[Path], s3_factory: S3ClientFactory | None) -> None:
     """Copy every S3-data-source channel into each host's tree (``trees[i]`` is host ``i``'s ``/opt/ml``)."""
-    client = None
+    client: Any = None
     for ch in channels:
         source = (ch.get("DataSource") or {}).get("S3DataSource")
         if not source:

@@ -96,6 +96,8 @@ def load_handler(model_dir: Path) -> dict:
     if script.is_file():
         sys.path.insert(0, str(code))
         spec = importlib.util.spec_from_file_location(script.stem, script)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {script}")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         handler.update({k: getattr(module, k) for k in handler if callable(getattr(module, k, None))})

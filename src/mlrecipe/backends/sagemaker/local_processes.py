@@ -30,7 +30,7 @@ def identity(pid: int) -> list[int]:
 
 def alive(ident: list[int] | None) -> bool:
     """True while the process ``[pid, start time]`` still runs."""
-    return bool(ident) and start_time(ident[0]) == ident[1]
+    return ident is not None and len(ident) == 2 and start_time(ident[0]) == ident[1]
 
 
 def signal_group(ident: list[int], signum: int) -> None:

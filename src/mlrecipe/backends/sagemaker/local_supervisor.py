@@ -100,7 +100,10 @@ def run(root: Path, name: str) -> int:
             r["started"] = time.time()
             set_secondary(r, "Training", "Training image download completed. Training in progress.")
 
-    if store.update(name, training)["status"] != "InProgress":  # stopped before it started
+    current = store.update(name, training)
+    if current is None:
+        return 2
+    if current["status"] != "InProgress":  # stopped before it started
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
         return 0
     hosts = _start_hosts(local)
