@@ -39,7 +39,7 @@ def training_request(name: str, entrypoint: list[str], tmp: Path, count: int = 2
         "OutputDataConfig": {"S3OutputPath": (tmp / "out").as_uri()},
         "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": count, "VolumeSizeInGB": 1},
         "StoppingCondition": {"MaxRuntimeInSeconds": 600},
-        "HyperParameters": {"epochs": "3", "lr": "0.5", "name": "digits"},
+        "HyperParameters": {"epochs": "3", "lr": "0.5", "name": "digits", "layers": "[8, 16]", "b": "true"},
         "Environment": {"HOME": "/opt/ml/code"},
         "Tags": [{"Key": "mlrecipe/step", "Value": "train"}],
     }
@@ -143,7 +143,7 @@ def test_two_hosts_get_sagemakers_container_contract(client: LocalSageMakerClien
         assert json.loads(sm["SM_CHANNELS"]) == ["train"]
         assert sm["SM_CHANNEL_TRAIN"] == "/opt/ml/input/data/train"
         assert sm["SM_MODEL_DIR"] == "/opt/ml/model" and sm["SM_OUTPUT_DATA_DIR"] == "/opt/ml/output/data"
-        assert json.loads(sm["SM_HPS"]) == {"epochs": 3, "lr": 0.5, "name": "digits"}
+        assert json.loads(sm["SM_HPS"]) == {"epochs": 3, "lr": 0.5, "name": "digits", "layers": [8, 16], "b": True}
         assert (sm["SM_HP_EPOCHS"], sm["SM_HP_LR"], sm["SM_HP_NAME"]) == ("3", "0.5", "digits")
         assert sm["SM_NUM_GPUS"] == "0" and int(sm["SM_NUM_CPUS"]) >= 1
         assert client.log_path("contract-job", index).is_file()
@@ -153,7 +153,8 @@ def test_two_hosts_get_sagemakers_container_contract(client: LocalSageMakerClien
         compared = [k for k in sm if k in toolkit]
         assert {"SM_HOSTS", "SM_CURRENT_HOST", "SM_NUM_GPUS", "SM_NUM_CPUS", "SM_CHANNELS", "SM_CHANNEL_TRAIN",
                 "SM_MODEL_DIR", "SM_OUTPUT_DATA_DIR", "SM_HPS", "SM_HP_EPOCHS", "SM_HP_NAME", "SM_RESOURCE_CONFIG",
-                "SM_INPUT_DATA_CONFIG", "SM_NETWORK_INTERFACE_NAME", "SM_CURRENT_INSTANCE_TYPE"} <= set(compared)
+                "SM_INPUT_DATA_CONFIG", "SM_NETWORK_INTERFACE_NAME", "SM_CURRENT_INSTANCE_TYPE", "SM_USER_ARGS",
+                "SM_LOG_LEVEL"} <= set(compared)
         assert {k: sm[k] for k in compared} == {k: toolkit[k] for k in compared}
 
 

@@ -75,6 +75,19 @@ def _env_value(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _cmd_args(hps: dict[str, Any]) -> list[str]:
+    """The hyperparameters as a training script's command-line arguments (``SM_USER_ARGS``)."""
+    out = []
+    for key in sorted(hps):
+        value = hps[key]
+        out.append(f"--{key}" if len(key) > 1 else f"-{key}")
+        if isinstance(value, dict):
+            out.append(",".join(f"{k}={v}" for k, v in sorted(value.items())))
+        else:
+            out.append("" if value is None else str(value))
+    return out
+
+
 def sm_env(request: dict[str, Any], current: str, hosts: list[str], num_gpus: int, num_cpus: int) -> dict[str, str]:
     """The ``SM_*`` (and ``TRAINING_JOB_NAME``) variables of host ``current``."""
     instance_type = request["ResourceConfig"].get("InstanceType", "local")
@@ -91,6 +104,8 @@ def sm_env(request: dict[str, Any], current: str, hosts: list[str], num_gpus: in
         "output_intermediate_dir": f"{OPT_ML}/output/intermediate",
         "resource_config": config, "input_data_config": input_data_config(request.get("InputDataConfig") or []),
     }
+    values["user_args"] = _cmd_args(hps)
+    values["log_level"] = _decoded((request.get("HyperParameters") or {}).get("sagemaker_container_log_level", "20"))
     values.update({f"channel_{name}": f"{OPT_ML}/input/data/{name}" for name in channels})
     values.update({f"hp_{key}": value for key, value in hps.items()})
     env = {f"SM_{key.upper()}": _env_value(value) for key, value in values.items()}
