@@ -12,7 +12,7 @@ import pytest
 
 from mlrecipe.backends import registry
 from mlrecipe.backends.base import QueuesAhead, ReleaseContext
-from mlrecipe.cli import execute, inspect
+from mlrecipe.cli import execute, inspect_cmd
 from mlrecipe.errors import ExitCode
 from mlrecipe.runner.state import load_record
 from tests.unit.fake_backend import WORLD, FakeBackend, FakePlan, FakeRunning
@@ -91,11 +91,11 @@ def test_status_resume_and_uninstall_reach_each_steps_backend(tmp_path: Path,
     inputs = pipeline(tmp_path, [("data", "ok", None), ("train", "fail", "other")])
     assert run(inputs) == ExitCode.FAILED
     capsys.readouterr()
-    assert inspect.status("rel", None, None, "json", []) == ExitCode.OK
+    assert inspect_cmd.status("rel", None, None, "json", []) == ExitCode.OK
     (doc,) = json.loads(capsys.readouterr().out)
     assert [(s["name"], s["backend"], s["state"], s["needs"]) for s in doc["steps"]] == [
         ("data", "fake", "succeeded", []), ("train", "other", "failed", ["data"])]
-    assert inspect.status("rel", None, None, "text", []) == ExitCode.OK
+    assert inspect_cmd.status("rel", None, None, "text", []) == ExitCode.OK
     lines = capsys.readouterr().out.splitlines()
     train = next(line for line in lines if line.strip().startswith("train"))
     assert train.split()[:3] == ["train", "failed", "other"] and "needs data" in train
@@ -114,14 +114,14 @@ def test_unknown_step_backend_is_exit_2_at_its_line(tmp_path: Path, capsys: pyte
     err = capsys.readouterr().err
     assert f"{tmp_path / 'pipeline.yaml'}:11: steps[1].backend: unknown backend 'slurmm'" in err, err
     assert CONTEXTS == [] and load_record("fake", "default", "rel") is None, "nothing started, no state"
-    assert inspect.validate(tmp_path / "pipeline.yaml", None, "text") == ExitCode.USAGE
+    assert inspect_cmd.validate(tmp_path / "pipeline.yaml", None, "text") == ExitCode.USAGE
     assert "steps[1].backend: unknown backend 'slurmm'" in capsys.readouterr().err
 
 
 def test_validate_and_dry_run_check_and_show_each_step_on_its_backend(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     inputs = pipeline(tmp_path, [("data", "ok", None), ("train", "ok", "other")])
-    assert inspect.validate(tmp_path / "pipeline.yaml", None, "text") == ExitCode.OK
+    assert inspect_cmd.validate(tmp_path / "pipeline.yaml", None, "text") == ExitCode.OK
     assert "planned for backend fake (data), other (train)" in capsys.readouterr().out
     assert execute.run_inputs(inputs, None, [], True, False, "text") == ExitCode.OK
     out = capsys.readouterr().out
@@ -130,7 +130,7 @@ def test_validate_and_dry_run_check_and_show_each_step_on_its_backend(tmp_path: 
     text = path.read_text().replace("chart: data-prep/data-process\n    backend: other",
                                     "chart: training/pytorchjob-distributed\n    backend: other")
     path.write_text(text[:text.rindex("process:")] + "train: {command: [ok]}\n")
-    assert inspect.validate(path, None, "text") == ExitCode.USAGE
+    assert inspect_cmd.validate(path, None, "text") == ExitCode.USAGE
     err = capsys.readouterr().err
     assert "step train: chart training/pytorchjob-distributed (torch) is not supported on backend other" in err, err
     assert "step data" not in err, "the data step's backend runs it"

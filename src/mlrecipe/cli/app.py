@@ -176,10 +176,10 @@ def validate(
     With --backend (or a pipeline's backend:), each step is also planned for that backend, exactly as
     'run --dry-run' would, so that "valid" means "renders": e.g. a Kubernetes chart's 'image is required'.
     """
-    from mlrecipe.cli import inspect
+    from mlrecipe.cli import inspect_cmd
 
     opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(inspect.validate(file, chart, out, backend, opts))
+    raise typer.Exit(inspect_cmd.validate(file, chart, out, backend, opts))
 
 
 @app.command()
@@ -187,9 +187,9 @@ def schema(
     kind: Annotated[str, typer.Argument(help="recipe, pipeline or config")] = "recipe",
 ) -> None:
     """Print the JSON Schema of recipes, pipelines or the config file (for editors' hover help)."""
-    from mlrecipe.cli import inspect
+    from mlrecipe.cli import inspect_cmd
 
-    raise typer.Exit(inspect.schema(kind))
+    raise typer.Exit(inspect_cmd.schema(kind))
 
 
 @app.command()
@@ -203,18 +203,18 @@ def status(
     kube_context: KubeContextOpt = None,
 ) -> None:
     """Show the state of one release (or of all); a serving step whose server is gone shows as such."""
-    from mlrecipe.cli import inspect
+    from mlrecipe.cli import inspect_cmd
 
     opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(inspect.status(release, namespace, backend, out, opts))
+    raise typer.Exit(inspect_cmd.status(release, namespace, backend, out, opts))
 
 
 @app.command("list")
 def list_(out: OutputOpt = "text") -> None:
     """List releases with their backend, namespace and state."""
-    from mlrecipe.cli import inspect
+    from mlrecipe.cli import inspect_cmd
 
-    raise typer.Exit(inspect.status(None, None, None, out, []))
+    raise typer.Exit(inspect_cmd.status(None, None, None, out, []))
 
 
 @app.command()
@@ -230,10 +230,10 @@ def logs(
     kube_context: KubeContextOpt = None,
 ) -> None:
     """Print the log of one node of a step."""
-    from mlrecipe.cli import inspect
+    from mlrecipe.cli import inspect_cmd
 
     opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(inspect.logs(release, step, follow, rank, namespace, backend, opts))
+    raise typer.Exit(inspect_cmd.logs(release, step, follow, rank, namespace, backend, opts))
 
 
 @app.command()
@@ -295,9 +295,9 @@ def options(
     Set them in $MLRECIPE_HOME/config.yaml under the backend's name, or per command with
     --backend-opt key=value (e.g. -B stuck_timeout=900, -B images.my/image=/opt/venv).
     """
-    from mlrecipe.cli import inspect
+    from mlrecipe.cli import inspect_cmd
 
-    raise typer.Exit(inspect.options(backend))
+    raise typer.Exit(inspect_cmd.options(backend))
 
 
 def _register_optional() -> None:

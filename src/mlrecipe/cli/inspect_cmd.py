@@ -7,12 +7,17 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mlrecipe.cli.address import parse_address
 from mlrecipe.cli.output import emit_json, fail, print_error, print_spec_error
-from mlrecipe.errors import BackendError, ExitCode, MlrecipeError, SpecError
+from mlrecipe.errors import BackendError, CorruptStateError, ExitCode, MlrecipeError, SpecError
 from mlrecipe.metrics import Progress
+
+if TYPE_CHECKING:
+    from mlrecipe.runner.state import ReleaseRecord
+    from mlrecipe.runner.step_backends import StepBackends
+    from mlrecipe.spec.load import ReleaseSpec
 
 
 def validate(file: Path, chart: str | None, out: str, backend: str | None = None,
@@ -51,7 +56,7 @@ def validate(file: Path, chart: str | None, out: str, backend: str | None = None
     return ExitCode.OK
 
 
-def _plan_all(spec: Any, backend: str | None, opts: list[str]) -> str | None:
+def _plan_all(spec: ReleaseSpec, backend: str | None, opts: list[str]) -> str | None:
     """Plan every step on ``backend`` as a dry run would (nothing written); problems raise ``SpecError``."""
     if backend is None:
         return None
@@ -115,7 +120,7 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def _server_checks(record: Any, backends: Any) -> dict[str, str]:
+def _server_checks(record: ReleaseRecord, backends: StepBackends) -> dict[str, str]:
     """For each serving step of ``record``: whether its server is still up (asked of the step's backend)."""
     from mlrecipe.backends.base import StepState
 
@@ -130,7 +135,7 @@ def _server_checks(record: Any, backends: Any) -> dict[str, str]:
     return out
 
 
-def _live_progress(record: Any, backends: Any) -> None:
+def _live_progress(record: ReleaseRecord, backends: StepBackends) -> None:
     """Refresh the progress of ``record``'s running steps from their metrics files (in place)."""
     from mlrecipe.backends.base import ReleaseContext, StepState
     from mlrecipe.metrics import read_progress
@@ -149,16 +154,16 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
     from mlrecipe.cli.execute import record_backends, summary
     from mlrecipe.runner.state import find_records, scan_records
 
-    corrupt: list[Any] = []
+    corrupt: list[tuple[Path, CorruptStateError]] = []
+    checks: dict[tuple[str, str, str], dict[str, str]] = {}
     try:
         if release is None:
-            (records, corrupt), checks = scan_records(), {}
+            records, corrupt = scan_records()
         else:
             addr = parse_address(release, namespace, backend)
             records = find_records(addr.release, addr.namespace, addr.backend)
             if not records:
                 return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
-            checks = {}
             for r in records:  # one backend per release answers both questions
                 backends = record_backends(r, opts)
                 checks[(r.backend, r.namespace, r.release)] = _server_checks(r, backends)
@@ -228,9 +233,9 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
     if step not in record.order:
         return fail(f"release '{release}' has no step '{step}' (steps: {', '.join(record.order)})")
     ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
-    ran = record.steps.get(step)
+    step_record = record.steps.get(step)
     try:
-        impl = backends.named(record.backend_of(ran)) if ran is not None else backends.default
+        impl = backends.named(record.backend_of(step_record)) if step_record is not None else backends.default
     except MlrecipeError as exc:
         return print_error(exc)
     path = impl.log_path(ctx, step, rank)
@@ -239,7 +244,7 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
     return _print_log(path, record, follow)
 
 
-def _print_log(path: Path, record: Any, follow: bool) -> ExitCode:
+def _print_log(path: Path, record: ReleaseRecord, follow: bool) -> ExitCode:
     from mlrecipe.runner.state import find_records
 
     with open(path, "rb") as fh:
