@@ -6,15 +6,19 @@ import os
 import shutil
 import signal
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlrecipe.cli import lifecycle
 from mlrecipe.cli.address import parse_address
 from mlrecipe.cli.output import emit_json, fail, print_error
 from mlrecipe.errors import BackendError, ExitCode, MlrecipeError, ReleaseBusyError, UserError
 
+if TYPE_CHECKING:
+    from mlrecipe.runner.state import ReleaseRecord
+    from mlrecipe.runner.step_backends import AnyBackend, StepBackends
 
-def _backend(name: str | None, spec_backend: str | None, opts: list[str]) -> Any:
+
+def _backend(name: str | None, spec_backend: str | None, opts: list[str]) -> AnyBackend:
     """The backend by name (command line, then the pipeline's ``backend:``, then the default) with its options."""
     from mlrecipe.backends.options import parse_backend_opts
     from mlrecipe.backends.registry import DEFAULT_BACKEND, get_backend
@@ -22,7 +26,7 @@ def _backend(name: str | None, spec_backend: str | None, opts: list[str]) -> Any
     return get_backend(name or spec_backend or DEFAULT_BACKEND, parse_backend_opts(opts))
 
 
-def record_backends(record: Any, opts: list[str]) -> Any:
+def record_backends(record: ReleaseRecord, opts: list[str]) -> StepBackends:
     """The backends of a recorded release (``StepBackends``): its own, with ``opts``, and those its steps ran on
     (``.named(record.backend_of(step))``)."""
     from mlrecipe.runner.step_backends import StepBackends
@@ -30,7 +34,7 @@ def record_backends(record: Any, opts: list[str]) -> Any:
     return StepBackends(_backend(record.backend, None, opts))
 
 
-def summary(record: Any) -> dict[str, Any]:
+def summary(record: ReleaseRecord) -> dict[str, Any]:
     """A release record as ``status -o json`` prints it."""
     return {
         "address": f"{record.backend}://{record.namespace}/{record.release}",
@@ -86,7 +90,7 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
     return sweep_table.check_rank_metric(runner, found, code)
 
 
-def one_record(release: str, namespace: str | None, backend: str | None) -> Any:
+def one_record(release: str, namespace: str | None, backend: str | None) -> ReleaseRecord | None:
     """The one release record an address names (``None`` when there is none)."""
     from mlrecipe.runner.state import find_records
 
@@ -140,7 +144,7 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
     return code
 
 
-def _stop_driver(record: Any) -> None:
+def _stop_driver(record: ReleaseRecord) -> None:
     if record.driver_alive() and record.driver_pid is not None and record.driver_pid != os.getpid():
         os.kill(record.driver_pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
