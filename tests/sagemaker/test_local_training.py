@@ -173,9 +173,11 @@ RENDEZVOUS = textwrap.dedent('''
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("elastic", [False, True], ids=["static", "c10d"])
 def test_torchrun_rendezvous_across_two_hosts_through_the_env_contract(client: LocalSageMakerClient,
-                                                                       tmp_path: Path) -> None:
+                                                                       tmp_path: Path, elastic: bool) -> None:
     from mlrecipe.runtime import RUNTIME_PATH
+    from mlrecipe.spec.launcher import TORCHRUN_ELASTIC, TORCHRUN_STATIC
 
     code = tmp_path / "code"
     code.mkdir()
@@ -183,9 +185,7 @@ def test_torchrun_rendezvous_across_two_hosts_through_the_env_contract(client: L
     (code / "ddp.py").write_text(RENDEZVOUS)
     (code / "step.json").write_text(json.dumps({
         "version": 1, "release": "r", "step": "train", "command": ["torchrun"],
-        "args": ["--nnodes $PET_NNODES --nproc_per_node $PET_NPROC_PER_NODE --node_rank $PET_NODE_RANK",
-                 "--master_addr $PET_MASTER_ADDR --master_port $PET_MASTER_PORT",
-                 "/opt/ml/input/data/mlrecipe/ddp.py"]}))
+        "args": [TORCHRUN_ELASTIC if elastic else TORCHRUN_STATIC, "/opt/ml/input/data/mlrecipe/ddp.py"]}))
     ckpt = tmp_path / "ckpt"
     channel = {"ChannelName": "mlrecipe", "DataSource": {"S3DataSource": {
         "S3DataType": "S3Prefix", "S3Uri": code.as_uri(), "S3DataDistributionType": "FullyReplicated"}}}
@@ -194,16 +194,23 @@ def test_torchrun_rendezvous_across_two_hosts_through_the_env_contract(client: L
         tmp_path, CheckpointConfig={"S3Uri": ckpt.as_uri()})
     request["InputDataConfig"].append(channel)
     request["Environment"]["MLRECIPE_RESOLVE_TIMEOUT"] = "20"
+    if elastic:  # what the backend's contract sets for an elastic step; the runtime adds the endpoint
+        request["Environment"].update({"PET_RDZV_BACKEND": "c10d", "PET_RDZV_ID": "r-train"})
     client.create_training_job(**request)
     done = wait_for(client, "ddp-job", timeout=180)
     logs = [client.log_path("ddp-job", i).read_text(errors="replace")[-2000:] for i in range(2)]
     assert done["TrainingJobStatus"] == "Completed", (done.get("FailureReason"), logs)
-    for rank in (0, 1):
-        out = json.loads((ckpt / f"rank-{rank}.json").read_text())
-        assert out["world"] == 2 and out["sum"] == 3.0
-        assert out["algo-1"] == "127.0.10.1" and out["host"] == f"algo-{rank + 1}"
-        assert out["pet"]["PET_NNODES"] == "2" and out["pet"]["PET_NODE_RANK"] == str(rank)
+    outs = [json.loads((ckpt / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    assert sorted(o["host"] for o in outs) == ["algo-1", "algo-2"]
+    for out in outs:
+        assert out["world"] == 2 and out["sum"] == 3.0 and out["algo-1"] == "127.0.10.1"
+        node_rank = str(int(out["host"].removeprefix("algo-")) - 1)
+        assert out["pet"]["PET_NNODES"] == "2" and out["pet"]["PET_NODE_RANK"] == node_rank
         assert out["pet"]["PET_MASTER_ADDR"] == "algo-1" and out["pet"]["PET_NPROC_PER_NODE"] == "1"
+        if elastic:
+            assert out["pet"]["PET_RDZV_ENDPOINT"] == f"algo-1:{out['pet']['PET_MASTER_PORT']}"
+        else:
+            assert out["rank"] == int(node_rank)
 
 
 def test_output_failure_is_the_failure_reason_and_the_other_host_is_stopped(
