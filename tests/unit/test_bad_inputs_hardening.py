@@ -46,6 +46,8 @@ CASES = [
      "    - {name: B, value: '{{ .Release.Name }}'}\n", PYTORCH, [],
      "train.env[0].value: YAML document refused: !!binary values are not supported", 4),
     ("set-value", "image: !!set {a, b}\n" + TRAIN, PYTORCH, [], "image: YAML document refused: !!set values", 1),
+    ("key-of-another-block", "nnodes: 2\n" + TRAIN, PYTORCH, [],
+     "nnodes: unknown key 'nnodes' here (it is a key of another block)", 1),
 ]
 
 

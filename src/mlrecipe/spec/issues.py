@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from mlrecipe.spec import recipe as recipe_models
 from mlrecipe.spec.errors import SpecIssue, format_path
@@ -78,11 +79,14 @@ def _clean_loc(loc: tuple[Any, ...], data: Any, keep_last: bool) -> Loc:
     return tuple(out)
 
 
-def _message(err: dict[str, Any]) -> str:
+def _message(err: ErrorDetails) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         key = str(err["loc"][-1])
-        close = difflib.get_close_matches(key, _known_fields(), n=1, cutoff=0.6)
+        known = _known_fields()
+        if key in known:  # a real key in the wrong block (nnodes at the top instead of under resources)
+            return f"unknown key '{key}' here (it is a key of another block)"
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
     if kind == "missing":
         return "required field is missing"
