@@ -7,6 +7,7 @@ again and shows it as a progress note.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,13 @@ def aws_client(service: str, region: str | None, endpoint_url: str | None) -> An
 
 
 def sagemaker_client(mode: str, region: str | None, endpoint_url: str | None, local_root: Path) -> Any:
-    """The SageMaker client of ``mode``: boto3's, or the local mode's (same methods and answers)."""
+    """The SageMaker client of ``mode``: boto3's, or the local mode's (same methods and answers; its jobs run with
+    this interpreter's environment first on PATH, and read ``s3://`` channels through ``endpoint_url``)."""
     if mode == "local":
         require_boto3()
         from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
 
-        return LocalSageMakerClient(local_root)
+        return LocalSageMakerClient(local_root, Path(sys.executable).parent, endpoint_url=endpoint_url)
     return aws_client("sagemaker", region, endpoint_url)
 
 

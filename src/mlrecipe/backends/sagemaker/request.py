@@ -152,7 +152,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
         origins[f"InputDataConfig[{len(channels) + 1}]"] = ("recipe", f"sagemaker.inputs[{i}].uri")
         origins[f"InputDataConfig[{len(channels) + 1}].ChannelName"] = ("recipe", f"sagemaker.inputs[{i}].name")
         channels.append(_s3_channel(item.name, item.uri))
-    environment, secrets = _environment(step, ctx, env, origins)
+    environment, secrets = _environment(step, ctx, env if options.mode == "local" else _remote(env), origins)
     request: dict[str, Any] = {
         "TrainingJobName": "",
         "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
@@ -178,6 +178,11 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     return tr
 
 
+def _remote(env: dict[str, str] | None) -> dict[str, str]:
+    """Earlier steps' outputs without what names this machine's paths."""
+    return {k: v for k, v in (env or {}).items() if k not in HOST_ONLY_ENV}
+
+
 def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
 
@@ -186,7 +191,7 @@ def _environment(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None
                  origins: dict[str, Origin]) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """Environment: earlier steps' outputs, the recipe's env and the contract's fixed part; credential-like
     variables of the recipe are refused (they would be visible in DescribeTrainingJob)."""
-    out = {k: v for k, v in (env or {}).items() if k not in HOST_ONLY_ENV}
+    out = dict(env or {})
     secrets: list[tuple[str, str]] = []
     entries = step.block.env
     values = recipe_env(step, ctx)
