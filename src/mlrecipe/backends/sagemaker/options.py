@@ -26,7 +26,7 @@ from pydantic import Field
 
 from mlrecipe.backends.base import BackendOptions
 from mlrecipe.config import mlrecipe_home
-from mlrecipe.spec.recipe import Model
+from mlrecipe.spec.model import Model
 
 
 class FileSystem(Model):
