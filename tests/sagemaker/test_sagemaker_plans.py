@@ -51,7 +51,8 @@ LOCAL_OPTIONS = {"mode": "local", "local_root": "/srv/sagemaker-local"}
 @pytest.mark.parametrize(("name", "options"), [("train-aws", AWS_OPTIONS), ("train-local", LOCAL_OPTIONS)])
 def test_request_golden(name: str, options: dict, mlhome: Path, update_golden: bool) -> None:
     text = materialize(install_inputs(ASSETS / "train.yaml"), options)
-    check_golden(GOLDEN / f"{name}.yaml", normalize(text, [(str(mlhome), "$MLRECIPE_HOME")]), update_golden)
+    text = normalize(text, [(str(mlhome), "$MLRECIPE_HOME"), (str(REPO), "$REPO")])
+    check_golden(GOLDEN / f"{name}.yaml", text, update_golden)
 
 
 def test_request_maps_the_recipe(mlhome: Path) -> None:

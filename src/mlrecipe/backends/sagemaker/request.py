@@ -65,6 +65,7 @@ class TrainingRequest:
     def content_digest(self) -> str:
         """Identifies what the job runs (its name, tags and program location left out): equal digests, same job."""
         body = {k: v for k, v in self.request.items() if k not in ("TrainingJobName", "Tags")}
+        body["Environment"] = _remote(body.get("Environment"))  # the same job wherever the checkout is
         payload = json.dumps([body, self.program], sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
