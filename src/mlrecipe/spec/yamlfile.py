@@ -76,7 +76,7 @@ class _Loader(yaml.SafeLoader):
         except (_Refused, yaml.YAMLError):
             raise
         except (ValueError, TypeError, KeyError, AttributeError, OverflowError, IndexError) as exc:
-            shown = node.value if isinstance(node, yaml.ScalarNode) else node.id
+            shown = node.value if isinstance(node, yaml.ScalarNode) else type(node).__name__
             shown = shown if len(shown) <= 40 else f"{shown[:37]}..."
             tag = node.tag.replace("tag:yaml.org,2002:", "!!")
             detail = "an integer of more than 4,300 digits" if "4300" in str(exc) else f"{tag} {shown!r}"
@@ -91,7 +91,6 @@ class _Loader(yaml.SafeLoader):
         raise _Refused(f"{node.tag.replace('tag:yaml.org,2002:', '!!')} values are not supported: values are "
                        "text, numbers, booleans, lists and mappings", node.start_mark.line + 1,
                        self.node_locs.get(id(node), ()))
-
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         self._depth += 1
@@ -211,10 +210,10 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
     except _Refused as exc:
         raise SpecError.single(file, f"YAML document refused: {exc.message}", exc.line, _fmt(exc.loc)) from None
     except yaml.reader.ReaderError as exc:
-        line, column = _line_column(text, exc.position)
+        at_line, column = _line_column(text, exc.position)
         char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
         raise SpecError.single(file, f"YAML syntax error: column {column}: character {char} (a control character) "
-                               "is not allowed", line) from None
+                               "is not allowed", at_line) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
