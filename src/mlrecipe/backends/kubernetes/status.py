@@ -13,7 +13,8 @@ from mlrecipe.backends.base import StepOutcome, StepState
 
 #: Kubernetes' words for how a step stands, as step states, in one table: a training or batch Job's true
 #: conditions (``Created``, ``Running``, ``Succeeded`` / ``Complete``, ``Failed``), a RayJob's ``jobStatus`` (upper
-#: case) and ``jobDeploymentStatus`` (``Failed``), a pod's phase. Words not listed say nothing about the outcome.
+#: case) and ``jobDeploymentStatus`` (``Failed``), a pod's phase, an older RayService's ``serviceStatus``
+#: (``Running``: serving). Words not listed say nothing about the outcome.
 KUBERNETES_STATES: dict[str, StepState] = {
     "Created": StepState.PENDING, "Pending": StepState.PENDING, "PENDING": StepState.PENDING,
     "Running": StepState.RUNNING, "Restarting": StepState.RUNNING, "RUNNING": StepState.RUNNING,
@@ -146,5 +147,6 @@ def server_ready(obj: dict[str, Any]) -> bool:
     if kind == "LeaderWorkerSet":
         return conds.get("Available", {}).get("status") == "True"
     if kind == "RayService":
-        return conds.get("Ready", {}).get("status") == "True" or st.get("serviceStatus") == "Running"
+        older = KUBERNETES_STATES.get(str(st.get("serviceStatus"))) is StepState.RUNNING
+        return conds.get("Ready", {}).get("status") == "True" or older
     return False
