@@ -11,8 +11,9 @@ import pytest
 pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not installed")
 
 from mlrecipe.backends.base import StepState
+from mlrecipe.backends.sagemaker import backend as backend_module
 from mlrecipe.backends.sagemaker.backend import HANDLE_FILE
-from mlrecipe.errors import TransientBackendError
+from mlrecipe.errors import SpecError, TransientBackendError
 from mlrecipe.runner.active import ActiveStep
 from mlrecipe.runner.state import StepRecord
 from tests.sagemaker.stubs import NOW, Aws
@@ -147,3 +148,40 @@ def test_handle_alive_follows_the_status_table(aws: Aws) -> None:
     aws.expect_describe("Completed", "Completed")
     assert not aws.backend.handle_alive(handle)
     aws.done()
+
+
+def test_transient_error_at_create_is_retried_and_adopts_what_it_made(aws: Aws,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backend_module, "SUBMIT_RETRY_DELAYS", (0.0, 0.0))
+    aws.expect_list()
+    aws.expect_upload()
+    aws.sm_stub.add_client_error("create_training_job", "ThrottlingException", "Rate exceeded", 400)
+    aws.expect_list((aws.job(), "InProgress"))  # the throttled create had gone through after all
+    aws.expect_tags(aws.job())
+    aws.expect_describe("InProgress", "Starting")
+    running = aws.backend.submit(aws.plan, aws.ctx)
+    assert running.handle.job_name == aws.job() and running.handle.adopted
+    aws.done()
+
+
+def test_logs_of_one_host_from_cloudwatch(aws: Aws) -> None:
+    submit_new(aws)
+    stream = f"{aws.job()}/algo-2-1764147600"
+    group = "/aws/sagemaker/TrainingJobs"
+    aws.logs_stub.add_response("describe_log_streams", {"logStreams": [{"logStreamName": stream}]},
+                               {"logGroupName": group, "logStreamNamePrefix": f"{aws.job()}/algo-2-"})
+    aws.logs_stub.add_response("get_log_events", {"events": [{"timestamp": 1, "message": "rank 1 ready\n"}],
+                                                  "nextForwardToken": "f/2"},
+                               {"logGroupName": group, "logStreamName": stream, "startFromHead": True})
+    aws.logs_stub.add_response("get_log_events", {"events": [], "nextForwardToken": "f/2"},
+                               {"logGroupName": group, "logStreamName": stream, "startFromHead": True,
+                                "nextToken": "f/2"})
+    path = aws.backend.log_path(aws.ctx, aws.step.name, rank=1)
+    assert path.read_text() == "rank 1 ready\n"
+    aws.done()
+
+
+def test_spot_wait_shorter_than_run_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as info:
+        Aws(tmp_path, max_wait=60, max_run=3600)
+    assert "max_wait: must be >= max_run (3600 s)" in str(info.value)

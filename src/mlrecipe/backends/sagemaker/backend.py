@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -26,13 +27,14 @@ from mlrecipe.backends.sagemaker.plan import SageMakerPlan
 from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request
 from mlrecipe.backends.sagemaker.running import SageMakerRunningStep, stop_job
 from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, issues_of
-from mlrecipe.errors import BackendError, SpecError, SpecIssue
+from mlrecipe.errors import BackendError, SpecError, SpecIssue, TransientBackendError
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
 HANDLE_FILE = "sagemaker-job.json"
 #: Jobs that a re-run adopts (the same plan, running or done); a failed or stopped one gets a new attempt.
 ADOPTABLE = frozenset({"InProgress", "Completed"})
+SUBMIT_RETRY_DELAYS = (1.0, 3.0)  #: seconds before the 2nd and 3rd try of a submission that met a transient error
 
 
 class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]):
@@ -65,11 +67,16 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
         return self.clients[service]
 
     def _option_issues(self) -> list[SpecIssue]:
-        if self.options.mode == "local":
-            return []
-        missing = [n for n in ("role_arn", "s3_prefix") if not getattr(self.options, n)]
-        return [SpecIssue(OPTION_SOURCE, None, n, f"required in mode aws (set it in the config file's sagemaker "
-                          f"section or with -B {n}=...; or use -B mode=local)") for n in missing]
+        o = self.options
+        issues = []
+        if o.max_wait is not None and o.max_wait < o.max_run:
+            issues.append(SpecIssue(OPTION_SOURCE, None, "max_wait", f"must be >= max_run ({o.max_run} s): spot "
+                                    f"training waits for capacity within it, got {o.max_wait}"))
+        if o.mode == "local":
+            return issues
+        missing = [n for n in ("role_arn", "s3_prefix") if not getattr(o, n)]
+        return issues + [SpecIssue(OPTION_SOURCE, None, n, f"required in mode aws (set it in the config file's "
+                                   f"sagemaker section or with -B {n}=...; or use -B mode=local)") for n in missing]
 
     def check(self, step: StepSpec) -> list[str]:
         """Capabilities, then the whole request as the service would check it (nothing is uploaded yet)."""
@@ -104,6 +111,16 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
                                local_root=str(o.local_dir()) if o.mode == "local" else None, adopted=adopted)
 
     def submit(self, plan: SageMakerPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
+        """Adopt the step's job or create the next attempt; a transient error is retried (a retried create
+        finds the job it may have made, by its tags, and adopts it)."""
+        for delay in SUBMIT_RETRY_DELAYS:
+            try:
+                return self._submit_once(plan, ctx)
+            except TransientBackendError:
+                time.sleep(delay)
+        return self._submit_once(plan, ctx)
+
+    def _submit_once(self, plan: SageMakerPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
         client = self._client("sagemaker")
         listed = self._listed(plan)
         found = self.find_jobs(plan, ctx, listed)
