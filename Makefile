@@ -36,7 +36,7 @@ TRITON_STAMP := $(TRITON_VENV)/.installed
 KFP_VENV ?= .venv-kfp
 KFP_STAMP := $(KFP_VENV)/.installed
 
-.PHONY: help venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden docs clean
+.PHONY: help venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden docs scripts clean
 
 help:
 	@echo "make demo        create the environment and run examples/quickstart locally"
@@ -50,6 +50,7 @@ help:
 	@echo "make kfp-env     create .venv-kfp (mlrecipe[kfp]) for mlrecipe compile kfp and its tests"
 	@echo "make bench-serving  serving throughput/latency: mlrecipe.serve vs vllm serve vs a naive engine"
 	@echo "make golden      refresh golden files (review the diff)"
+	@echo "make scripts     regenerate the charts' framework-script trees from src/mlrecipe_scripts"
 	@echo "make docs        regenerate docs/reference/ (CLI and backend options) from the code"
 
 $(STAMP): pyproject.toml
@@ -170,6 +171,11 @@ bench-serving: venv serve-env
 
 golden: venv
 	$(BIN)/python -m pytest -q tests -k golden --update-golden
+
+# The charts' scripts/<framework>/ trees are generated from the package src/mlrecipe_scripts (its docstring maps it);
+# tests/charts/test_framework_delivery.py fails while a committed tree differs from a fresh generation.
+scripts: venv
+	$(BIN)/python -m mlrecipe_scripts.generate
 
 docs: venv
 	$(BIN)/python -m mlrecipe.cli.reference

@@ -2,14 +2,18 @@
 ConfigMap and rebuild it, writable, at /etc/framework-scripts in every pod; serving charts mount it read-only.
 
 The init container's own shell script is run here against a directory laid out as the kubelet lays out a
-ConfigMap volume (``..data`` links, one link per key), and the tree it writes must equal the chart's.
+ConfigMap volume (``..data`` links, one link per key), and the tree it writes must equal the chart's. The training
+trees themselves are generated from the package ``mlrecipe_scripts`` (``make scripts``) and must equal a fresh
+generation.
 """
 
 from __future__ import annotations
 
 import filecmp
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,8 @@ import pytest
 
 from mlrecipe.helm import chart_path, render_chart
 from mlrecipe.helm.validate import validate_manifests
+from mlrecipe_scripts import generate
+from mlrecipe_scripts.layout import TREES
 
 FLAT = "/tmp/framework-scripts-flat"
 TREE = "/etc/framework-scripts"
@@ -78,6 +84,8 @@ def _run_init(init: dict[str, Any], data: dict[str, str], tmp_path: Path) -> Pat
 
 @pytest.mark.parametrize(("chart", "framework", "roles"), [
     ("training/pytorchjob-distributed", "accelerate", {"Master", "Worker"}),
+    ("training/pytorchjob-distributed", "pytorch_lightning", {"Master", "Worker"}),
+    ("training/pytorchjob-distributed", "nemo2", {"Master", "Worker"}),
     ("training/raytrain", "ray_train", {"head", "training", "submitter"}),
 ])
 def test_training_charts_rebuild_the_nested_tree_writable_in_every_pod(
@@ -121,3 +129,32 @@ def test_a_framework_the_chart_does_not_ship_renders_no_scripts() -> None:
 def test_no_framework_no_init_container() -> None:
     pods = _pods(_render("training/pytorchjob-distributed", {"resources": {"nnodes": 2}}))
     assert all("initContainers" not in pod for pod in pods.values())
+
+
+def test_the_committed_trees_are_a_fresh_generation() -> None:
+    assert generate.differences() == [], "the trees differ from the package mlrecipe_scripts: run make scripts"
+
+
+@pytest.mark.parametrize("tree", TREES, ids=lambda t: t.framework)
+def test_a_tree_is_real_files_with_an_entry_at_every_reference_path(tree: generate.Tree) -> None:
+    root = generate.REPO / tree.folder
+    assert not [p for p in root.rglob("*") if p.is_symlink()]
+    for entry in tree.entries:
+        text = (root / entry.path).read_text(encoding="utf-8")
+        assert f"from {entry.module} import " in text and text.count("sys.path") == 2, entry.path  # doc + bootstrap
+
+
+def test_a_tree_runs_on_its_own_copy_of_the_package(tmp_path: Path) -> None:
+    """Without site-packages (``-S``: neither mlrecipe nor src/ importable) an entry script runs on the tree alone."""
+    (tree,) = [t for t in TREES if t.framework == "accelerate"]
+    copy = tmp_path / "framework-scripts"
+    shutil.copytree(generate.REPO / tree.folder, copy)
+    entry = "multimodal/vision_language/adapters/registry.py"
+    proc = subprocess.run([sys.executable, "-S", entry], cwd=copy, capture_output=True, text=True, timeout=60,
+                          env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "qwen-vl" in proc.stdout and "qwen3_vl" in proc.stdout
+    shutil.rmtree(copy / "mlrecipe_scripts")  # the copy is what runs: without it, nothing does
+    proc = subprocess.run([sys.executable, "-S", entry], cwd=copy, capture_output=True, text=True, timeout=60,
+                          env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"})
+    assert proc.returncode == 1 and "No module named 'mlrecipe_scripts'" in proc.stderr, proc.stderr[-2000:]

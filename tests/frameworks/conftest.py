@@ -1,19 +1,19 @@
 """Fixtures for the framework-script tests: the scripts copied the way the chart's init container copies them,
-a tiny local model, local data, and a runner that calls the scripts as the reference recipes do."""
+a tiny local model, local data, and a runner that calls the scripts as the reference recipes do.
+
+In-process tests import the package (``mlrecipe_scripts.*``); subprocess runs use the chart's generated tree, whose
+entry files import the tree's own copy of the package."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -114,54 +114,6 @@ def run_accelerate(scripts: Path, script: str, args: list[str], home: Path, proc
     proc = subprocess.run(cmd, cwd=scripts, env=script_env(home, **env), capture_output=True, text=True,
                           timeout=timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
-
-
-def _loaded_from(module: ModuleType, dirs: list[Path]) -> bool:
-    """Whether ``module`` (a plain module, a package or a namespace package) lives under one of ``dirs``."""
-    spec = getattr(module, "__spec__", None)
-    origins = [getattr(module, "__file__", None), *(getattr(spec, "submodule_search_locations", None) or [])]
-    for origin in filter(None, origins):
-        path = Path(origin).resolve()
-        if any(path.is_relative_to(d) for d in dirs):
-            return True
-    return False
-
-
-@pytest.fixture(scope="module", autouse=True)
-def script_tree_isolation() -> Iterator[None]:
-    """Keep each test module's in-process script imports to itself.
-
-    The script trees (``scripts/accelerate``, ``scripts/ray_train``, ...) all put themselves on ``sys.path`` and import
-    the same top-level names (``shared``, ``dataset_module``, ...). Left in ``sys.modules``, the first tree a session
-    imports would be what the next module's ``from shared.common import ...`` gets. The tree stays importable for the
-    whole test module (the scripts import ``shared.*`` lazily inside functions too); at the module's end ``sys.path``
-    is restored and every module loaded from a directory the module added to it is dropped.
-    """
-    saved_path = list(sys.path)
-    saved_modules = set(sys.modules)
-    yield
-    added = [Path(p).resolve() for p in sys.path if p and p not in saved_path]
-    sys.path[:] = saved_path
-    if added:
-        for name in [n for n in sys.modules if n not in saved_modules]:
-            module = sys.modules.get(name)
-            if module is not None and _loaded_from(module, added):
-                del sys.modules[name]
-
-
-def import_script(scripts: Path, relpath: str, name: str) -> ModuleType:
-    """Import a script as a module (its ``main`` does not run), from the copied scripts directory.
-
-    ``sys.path`` and the modules the script pulls in are undone at the end of the test module
-    (``script_tree_isolation``), so another script tree imported later gets its own ``shared`` etc.
-    """
-    sys.dont_write_bytecode = True
-    spec = importlib.util.spec_from_file_location(name, scripts / relpath)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ tests are fast; the subprocess ones check exit status 2 for unknown flags and a 
 
 from __future__ import annotations
 
+import importlib
 import shlex
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.frameworks.conftest import import_script, run_python
+from tests.frameworks.conftest import run_python
 
 MODEL_PATH = "/fsx/pretrained-models/Qwen/Qwen3-14B"
 
@@ -37,29 +38,27 @@ def shell_args(key: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def peft(scripts_dir: Path) -> ModuleType:
-    return import_script(scripts_dir, "text/peft_accelerate.py", "fw_peft_accelerate")
+    return importlib.import_module("mlrecipe_scripts.accelerate.text.peft_accelerate")
 
 
 @pytest.fixture(scope="module")
 def cpt(scripts_dir: Path) -> ModuleType:
-    return import_script(scripts_dir, "text/cpt_accelerate.py", "fw_cpt_accelerate")
+    return importlib.import_module("mlrecipe_scripts.accelerate.text.cpt_accelerate")
 
 
 @pytest.fixture(scope="module")
 def convert(scripts_dir: Path) -> ModuleType:
-    return import_script(scripts_dir, "shared/convert_checkpoint_to_hf.py", "fw_convert_checkpoint_to_hf")
+    return importlib.import_module("mlrecipe_scripts.accelerate.convert_checkpoint_to_hf")
 
 
 @pytest.fixture(scope="module")
 def evaluate(scripts_dir: Path) -> ModuleType:
-    return import_script(scripts_dir, "shared/test_checkpoint.py", "fw_test_checkpoint")
+    return importlib.import_module("mlrecipe_scripts.accelerate.test_checkpoint")
 
 
 @pytest.fixture(scope="module")
 def datamod(scripts_dir: Path, peft: ModuleType) -> ModuleType:
-    import dataset_module  # on sys.path once a text script is imported
-
-    return dataset_module
+    return importlib.import_module("mlrecipe_scripts.hf_trainer.text_dataset")
 
 
 def test_fine_tune_recipe_args(peft: ModuleType) -> None:
@@ -110,7 +109,7 @@ def test_cpt_recipe_args(cpt: ModuleType, datamod: ModuleType) -> None:
 
 
 def test_default_paths(peft: ModuleType, datamod: ModuleType) -> None:
-    from shared.common import results_dir
+    from mlrecipe_scripts.accelerate.common import results_dir
 
     home = Path("/efs/home/rel")
     args = peft.parse_args([])

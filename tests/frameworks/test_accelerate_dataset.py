@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
@@ -11,12 +12,12 @@ from types import ModuleType
 import pytest
 
 from tests.frameworks import tiny
-from tests.frameworks.conftest import import_script, need_ml_stack
+from tests.frameworks.conftest import need_ml_stack
 
 
 @pytest.fixture(scope="module")
 def dm(scripts_dir: Path) -> ModuleType:
-    return import_script(scripts_dir, "text/dataset_module.py", "fw_dataset_module")
+    return importlib.import_module("mlrecipe_scripts.hf_trainer.text_dataset")
 
 
 def lines(path: Path) -> list[dict]:

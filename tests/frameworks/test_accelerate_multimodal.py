@@ -193,8 +193,8 @@ def test_cpt_trains_the_whole_model(scripts_dir: Path, vlm: Path, tmp_path: Path
 DATASET_PROBE = """
 import json, sys
 from pathlib import Path
-from adapters.registry import get_adapter_for_model
-from base.base_dataset import VLMCollator, VLMCPTDataset, VLMDataset
+from mlrecipe_scripts.hf_trainer.vision_language.adapters.registry import get_adapter_for_model
+from mlrecipe_scripts.hf_trainer.vision_language.base.base_dataset import VLMCollator, VLMCPTDataset, VLMDataset
 model, data = sys.argv[1], Path(sys.argv[2])
 adapter = get_adapter_for_model(model)
 processor = adapter.load_processor(model)
@@ -237,7 +237,7 @@ def test_dataset_labels_shrinking_and_batches(scripts_dir: Path, vlm: Path, tmp_
         {"conversations": [{"from": "human", "value": "Count to three."}, {"from": "gpt", "value": "one two three"}]},
     ]
     tiny_vlm.write_jsonl(tmp_path / "rows.jsonl", rows)
-    proc = subprocess.run([sys.executable, "-c", DATASET_PROBE, str(vlm), str(tmp_path)], cwd=scripts_dir / VL,
+    proc = subprocess.run([sys.executable, "-c", DATASET_PROBE, str(vlm), str(tmp_path)], cwd=scripts_dir,
                           env=script_env(tmp_path), capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
@@ -315,7 +315,8 @@ def test_missing_image_in_a_local_dataset(scripts_dir: Path, vlm: Path, tmp_path
 DEFAULTS = """
 import json, sys
 sys.argv = ["x"]
-import cpt_accelerate, peft_accelerate, training_common
+from mlrecipe_scripts.accelerate.vision_language import cpt_accelerate, peft_accelerate
+from mlrecipe_scripts.hf_trainer.vision_language import training_common
 out = {}
 kinds = (("peft", peft_accelerate, training_common.SFT), ("cpt", cpt_accelerate, training_common.CPT))
 for name, module, kind in kinds:
@@ -331,7 +332,7 @@ print(json.dumps(out))
 
 def test_flags_keep_the_reference_defaults(scripts_dir: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    proc = subprocess.run([sys.executable, "-c", DEFAULTS], cwd=scripts_dir / VL, env=script_env(home),
+    proc = subprocess.run([sys.executable, "-c", DEFAULTS], cwd=scripts_dir, env=script_env(home),
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.splitlines()[-1])
@@ -365,7 +366,8 @@ def test_list_models_and_registry_smoke_test(scripts_dir: Path, tmp_path: Path, 
             run.describe()
     run = run_python(scripts_dir, f"{VL}/test_adapters.py", [], tmp_path)
     assert run.returncode == 0 and "ALL CHECKS PASSED" in run.stdout and "FAIL" not in run.stdout, run.describe()
-    probe = f"from adapters.registry import get_adapter_for_model as g; print(g({str(vlm)!r}).model_family)"
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=scripts_dir / VL, env=script_env(tmp_path),
+    probe = ("from mlrecipe_scripts.hf_trainer.vision_language.adapters.registry import get_adapter_for_model as g; "
+             f"print(g({str(vlm)!r}).model_family)")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=scripts_dir, env=script_env(tmp_path),
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.stdout.strip() == "qwen-vl", proc.stderr  # a local dir is matched by its config's model_type

@@ -8,6 +8,7 @@ model, both found by the script under ``$HOME/results``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import shutil
@@ -17,14 +18,14 @@ from types import ModuleType
 import pytest
 
 from tests.frameworks import preference_data
-from tests.frameworks.conftest import Run, import_script, need_ml_stack, run_accelerate, run_python
+from tests.frameworks.conftest import Run, need_ml_stack, run_accelerate, run_python
 
 MODEL_ID = "tiny/llama"
 
 
 @pytest.fixture(scope="module")
 def ppo(scripts_dir: Path) -> ModuleType:
-    return import_script(scripts_dir, "text/ppo_accelerate.py", "fw_ppo_accelerate")
+    return importlib.import_module("mlrecipe_scripts.accelerate.text.ppo_accelerate")
 
 
 def test_defaults_and_flags(ppo: ModuleType) -> None:
@@ -57,7 +58,8 @@ def test_generator_choice(ppo: ModuleType, monkeypatch: pytest.MonkeyPatch) -> N
     import importlib.util
 
     import torch
-    from shared.common import ScriptError
+
+    from mlrecipe_scripts.accelerate.common import ScriptError
 
     monkeypatch.delenv(ppo.GENERATOR_VAR, raising=False)
     kind, why = ppo.choose_generator()

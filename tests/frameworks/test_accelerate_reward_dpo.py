@@ -10,6 +10,7 @@ CPU (gloo) with the tiny model, starting from converted SFT checkpoints laid out
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from types import ModuleType
 import pytest
 
 from tests.frameworks import preference_data, tiny
-from tests.frameworks.conftest import Run, import_script, need_ml_stack, run_accelerate, run_python
+from tests.frameworks.conftest import Run, need_ml_stack, run_accelerate, run_python
 
 MODEL_ID = "tiny/llama"
 
@@ -39,24 +40,22 @@ def assert_error(run: Run, *needles: str) -> None:
 
 @pytest.fixture(scope="module")
 def reward(scripts_dir: Path) -> ModuleType:
-    return import_script(scripts_dir, "text/reward_model_accelerate.py", "fw_reward_model_accelerate")
+    return importlib.import_module("mlrecipe_scripts.accelerate.text.reward_model_accelerate")
 
 
 @pytest.fixture(scope="module")
 def dpo(scripts_dir: Path) -> ModuleType:
-    return import_script(scripts_dir, "text/dpo_accelerate.py", "fw_dpo_accelerate")
+    return importlib.import_module("mlrecipe_scripts.accelerate.text.dpo_accelerate")
 
 
 @pytest.fixture(scope="module")
 def rmdata(reward: ModuleType) -> ModuleType:
-    import rm_dataset_module  # on sys.path once a text script is imported
-
-    return rm_dataset_module
+    return importlib.import_module("mlrecipe_scripts.accelerate.text.rm_dataset")
 
 
 @pytest.fixture(scope="module")
 def common(reward: ModuleType) -> ModuleType:
-    from shared import common as module
+    from mlrecipe_scripts.accelerate import common as module
 
     return module
 

@@ -7,21 +7,19 @@ the Trainer's own.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.frameworks.conftest import import_script, need_ml_stack
+from tests.frameworks.conftest import need_ml_stack
 
 
 @pytest.fixture(scope="module")
 def callbacks(scripts_dir: Path) -> ModuleType:
     need_ml_stack()
-    import_script(scripts_dir, "text/peft_accelerate.py", "fw_peft_for_trainer")  # puts the tree on sys.path
-    import shared.callbacks
-
-    return shared.callbacks
+    return importlib.import_module("mlrecipe_scripts.hf_trainer.trainer_callbacks")
 
 
 def test_flos_match_the_trainer_and_parameters_are_counted_once(callbacks: ModuleType, scripts_dir: Path,
@@ -55,6 +53,6 @@ def test_flos_match_the_trainer_and_parameters_are_counted_once(callbacks: Modul
 
 
 def test_the_reward_trainer_builds_on_it(callbacks: ModuleType, scripts_dir: Path) -> None:
-    reward = import_script(scripts_dir, "text/reward_model_accelerate.py", "fw_reward_for_trainer")
+    reward = importlib.import_module("mlrecipe_scripts.accelerate.text.reward_model_accelerate")
     assert issubclass(reward.make_trainer_class(), callbacks.CountParametersOnce)
     assert callbacks.script_trainer_class() is callbacks.script_trainer_class()

@@ -10,6 +10,7 @@ Plus the command-line families and the data conversion rules (fast, not marked `
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from types import ModuleType
 import pytest
 
 from tests.frameworks import tiny
-from tests.frameworks.conftest import BIN, REPO, Run, free_port, import_script, need_ml_stack, script_env
+from tests.frameworks.conftest import BIN, REPO, Run, free_port, need_ml_stack, script_env
 
 PTL_SCRIPTS = REPO / "charts" / "machine-learning" / "training" / "pytorchjob-distributed" / "scripts" / \
     "pytorch_lightning"
@@ -345,7 +346,8 @@ def parsed(scripts: Path, script: str, args: list[str]) -> dict:
     code = ("import dataclasses, json, sys, importlib; m = importlib.import_module(sys.argv[1]); "
             "c = m.parse_args(sys.argv[2:]); "
             "print(json.dumps(dataclasses.asdict(c), default=str))")
-    proc = subprocess.run([sys.executable, "-c", code, script.removesuffix(".py"), *args], cwd=scripts, check=False,
+    module = "mlrecipe_scripts.pytorch_lightning." + script.removesuffix(".py")
+    proc = subprocess.run([sys.executable, "-c", code, module, *args], cwd=scripts, check=False,
                           capture_output=True, text=True, timeout=60, env=script_env(scripts))
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -379,12 +381,8 @@ def test_recipe_command_lines_parse(ptl_scripts: Path) -> None:
 
 @pytest.fixture(scope="module")
 def datamod(ptl_scripts: Path) -> ModuleType:
-    """``dataset_module.py`` imported under its own name (the accelerate tests import another ``dataset_module``)."""
-    sys.path.insert(0, str(ptl_scripts))
-    try:
-        return import_script(ptl_scripts, "dataset_module.py", "ptl_dataset_module")
-    finally:
-        sys.path.remove(str(ptl_scripts))
+    """The Lightning scripts' dataset module (``dataset_module.py`` of the reference)."""
+    return importlib.import_module("mlrecipe_scripts.pytorch_lightning.ptl_dataset")
 
 
 def test_row_conversion_split_and_tokenization(datamod: ModuleType, instruction_dataset: Path, tiny_model: Path,

@@ -16,6 +16,7 @@ With NeMo 2 installed (``make nemo2-env``, which ``make test`` runs: ``.venv-nem
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -25,13 +26,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.frameworks.conftest import REPO, Run, import_script, script_env
+from tests.frameworks.conftest import REPO, Run, script_env
 
 NEMO2_SCRIPTS = REPO / "charts" / "machine-learning" / "training" / "pytorchjob-distributed" / "scripts" / "nemo2"
 MODEL_PATH = "/fsx/pretrained-models/Qwen/Qwen3-14B"
@@ -75,29 +75,13 @@ class Modules:
     evaluate: ModuleType
 
 
-BARE_NAMES = ("nemo2_common", "dataset_module")
-
-
 @pytest.fixture(scope="module")
-def mods(scripts: Path) -> Iterator[Modules]:
-    """The scripts imported from the copy. They import their siblings by bare name, and other frameworks' tests have
-    a ``dataset_module`` of their own: while this module's tests run, ``sys.modules`` holds ours (dataclass type hints
-    are resolved through it), and the previous entries are put back afterwards."""
-    saved = {name: sys.modules.pop(name) for name in BARE_NAMES if name in sys.modules}
-    sys.path.insert(0, str(scripts))
-    try:
-        common = import_script(scripts, "nemo2_common.py", "nemo2_common")
-        data = import_script(scripts, "dataset_module.py", "dataset_module")
-        loaded = Modules(common, data, import_script(scripts, "fine_tune.py", "nemo2_fine_tune"),
-                         import_script(scripts, "convert_checkpoint_to_hf.py", "nemo2_convert"),
-                         import_script(scripts, "test_checkpoint.py", "nemo2_test_checkpoint"))
-        assert "nemo" not in sys.modules and "nemo_run" not in sys.modules  # importing them does not import NeMo
-        yield loaded
-    finally:
-        sys.path.remove(str(scripts))
-        for name in BARE_NAMES:
-            sys.modules.pop(name, None)
-        sys.modules.update(saved)
+def mods() -> Modules:
+    """The nemo2 modules of the package (importing them does not import NeMo)."""
+    loaded = Modules(*(importlib.import_module(f"mlrecipe_scripts.nemo2.{name}") for name in (
+        "nemo2_common", "nemo2_dataset", "fine_tune", "convert_checkpoint_to_hf", "test_checkpoint")))
+    assert "nemo" not in sys.modules and "nemo_run" not in sys.modules
+    return loaded
 
 
 def make_stub(root: Path, flavor: str) -> Path:
@@ -303,7 +287,7 @@ def test_recipe_overrides_and_specs(mods: Modules, tmp_path: Path) -> None:
     assert "model.config.calculate_per_token_loss" not in overrides
 
     data = overrides["data"]
-    assert data.target == "dataset_module.GeneralizedHFDataModule"
+    assert data.target == "mlrecipe_scripts.nemo2.nemo2_dataset.GeneralizedHFDataModule"
     assert data.kwargs["global_batch_size"] == 64 and data.kwargs["micro_batch_size"] == 4
     assert data.kwargs["seq_length"] == 2048 and data.kwargs["hf_model_id"] == MODEL_PATH
     assert data.kwargs["dataset_root"] == config.data_dir

@@ -13,6 +13,7 @@ files), with the tiny Qwen3-VL of ``tiny_vlm.py`` and generated images.
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import pytest
 from tests.frameworks import test_accelerate_multimodal as accelerate_tests
 from tests.frameworks import test_ray_train_pipeline as pipeline
 from tests.frameworks import tiny_vlm
-from tests.frameworks.conftest import Run, import_script, need_ml_stack, run_python, script_env
+from tests.frameworks.conftest import Run, need_ml_stack, run_python, script_env
 from tests.frameworks.test_ray_train_pipeline import need_ray, ray_env, read_jsonl, wait_until_no_ray_processes
 
 pytestmark = pytest.mark.integration
@@ -44,16 +45,18 @@ def vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_tree_is_materialized(ray_scripts: Path) -> None:
-    vl = ray_scripts / VL
-    for name in ("ray_train_vlm.py", "cpt_ray_train_vlm.py", "dataset_module.py", "test_adapters.py",
-                 "adapters/registry.py", "adapters/qwen_vl_adapter.py", "base/base_dataset.py"):
-        assert (vl / name).is_file() and not (vl / name).is_symlink(), name
+    shipped = [f"{VL}/{name}" for name in ("ray_train_vlm.py", "cpt_ray_train_vlm.py", "test_adapters.py")] + [
+        f"mlrecipe_scripts/hf_trainer/vision_language/{name}" for name in (
+            "vlm_dataset.py", "adapters/registry.py", "adapters/qwen_vl_adapter.py", "base/base_dataset.py")]
+    for name in shipped:
+        assert (ray_scripts / name).is_file() and not (ray_scripts / name).is_symlink(), name
 
 
 PARSE = """
 import json, sys
-import cpt_ray_train_vlm, ray_train_vlm, training_common
-from shared.common import results_root, run_name
+from mlrecipe_scripts.ray_train.vision_language import cpt_ray_train_vlm, ray_train_vlm
+from mlrecipe_scripts.hf_trainer.vision_language import training_common
+from mlrecipe_scripts.ray_train.common import results_root, run_name
 reference = json.loads(sys.argv[1])
 sft, cpt = ray_train_vlm.parse_args(reference), cpt_ray_train_vlm.parse_args([])
 print(json.dumps({
@@ -74,7 +77,7 @@ def test_a_reference_style_argument_list_parses(ray_scripts: Path, tmp_path: Pat
                  "--lora_rank=32", "--lora_on_vision", "--no_freeze_vision_encoder", "--save_steps=200",
                  "--eval_steps=200", "--max_eval_samples=64", "--num_workers=2", "--use_wandb"]
     home = tmp_path / "home"
-    proc = subprocess.run([sys.executable, "-c", PARSE, json.dumps(reference)], cwd=ray_scripts / VL,
+    proc = subprocess.run([sys.executable, "-c", PARSE, json.dumps(reference)], cwd=ray_scripts,
                           env=script_env(home), capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
@@ -178,7 +181,7 @@ def test_sft_on_ray_learns_and_writes_ray_checkpoints(sft: Release, ray_scripts:
     run = sft.ray_run("vlm-sft")
     ckpts = sorted(p.name for p in run.glob("checkpoint_*[0-9]"))
     assert 1 <= len(ckpts) <= 2 and ckpts[-1] == f"checkpoint_{4 * (evals.index(min(evals)) + 1):06d}", ckpts
-    common = import_script(ray_scripts, "shared/common.py", "ray_train_common_vlm_test")
+    common = importlib.import_module("mlrecipe_scripts.ray_train.common")
     hf = common.latest_ray_checkpoint(run)  # the lookup of shared/convert_checkpoint_to_hf.py and test_checkpoint.py
     assert hf == run / ckpts[-1] / "checkpoint"
     for name in ("adapter_model.safetensors", "adapter_config.json", "processor_config.json", "tokenizer.json",
@@ -193,7 +196,7 @@ def test_the_ray_checkpoint_loads_onto_the_base_model(sft: Release, vlm: Path, r
     from peft import PeftModel
     from transformers import Qwen3VLForConditionalGeneration
 
-    common = import_script(ray_scripts, "shared/common.py", "ray_train_common_vlm_test")
+    common = importlib.import_module("mlrecipe_scripts.ray_train.common")
     hf = common.latest_ray_checkpoint(sft.ray_run("vlm-sft"))
     processor = tiny_vlm.load_processor(hf)
     assert processor.tokenizer.get_vocab() == tiny_vlm.load_processor(vlm).tokenizer.get_vocab()

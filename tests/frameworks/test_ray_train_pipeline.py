@@ -8,6 +8,7 @@ One training run is shared by the assertions (Ray is slow to start on 2 cores). 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.frameworks import tiny
-from tests.frameworks.conftest import REPO, Run, import_script, need_ml_stack, run_python
+from tests.frameworks.conftest import REPO, Run, need_ml_stack, run_python
 
 pytestmark = pytest.mark.integration
 
@@ -279,7 +280,7 @@ def test_bad_input_gives_one_clear_line(ray_scripts: Path, tiny_model: Path, tmp
 
 def test_newest_ray_checkpoint_rule(ray_scripts: Path, tmp_path: Path) -> None:
     """Newest ``TorchTrainer_*`` (v1 layout) by mtime, then newest ``checkpoint_*`` by mtime, then ``checkpoint/``."""
-    common = import_script(ray_scripts, "shared/common.py", "ray_train_common_under_test")
+    common = importlib.import_module("mlrecipe_scripts.ray_train.common")
 
     def make(path: Path, mtime: float) -> Path:
         (path / "checkpoint").mkdir(parents=True)

@@ -1,0 +1,1 @@
+"""The accelerate vision-language trainers (SFT with LoRA, CPT)."""

@@ -1,0 +1,2 @@
+"""Vision-language datasets, model-family adapters and training helpers of the accelerate and ray_train VLM
+scripts."""

@@ -1,1 +1,0 @@
-../pytorch_lightning/script_common.py

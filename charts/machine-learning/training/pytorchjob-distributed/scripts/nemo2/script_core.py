@@ -1,1 +1,0 @@
-../accelerate/shared/script_core.py

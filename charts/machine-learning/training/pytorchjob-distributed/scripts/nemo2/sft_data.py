@@ -1,1 +1,0 @@
-../pytorch_lightning/sft_data.py

@@ -1,1 +1,0 @@
-../accelerate/shared/answer_metrics.py

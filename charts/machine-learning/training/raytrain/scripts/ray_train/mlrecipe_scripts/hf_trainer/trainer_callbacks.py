@@ -1,0 +1,112 @@
+"""Hugging Face Trainer callbacks used by the accelerate and the ray_train trainers (ray_train links this file as
+``shared/trainer_callbacks.py`` and adds its Ray Train callback in ``shared/callbacks.py``).
+
+* :class:`SaveOnBestMetricCallback`: sets ``should_save`` on each evaluation whose ``metric_for_best_model``
+  beats ``state.best_metric`` (always on the first one), so checkpoints are written only at evals that improve.
+* :class:`MetricsFileCallback`: when ``MLRECIPE_METRICS_FILE`` is set, global rank 0 appends one JSON line per
+  logging event: ``{"time": <unix s>, "step": N, "total": M, "metrics": {"loss": 1.23, ...}}`` (the format that
+  mlrecipe reads; written with the standard library, mlrecipe itself is not imported).
+* :class:`CountParametersOnce`: a Trainer mixin; the Trainer's FLOs estimate (``total_flos``) counts the model's
+  parameters once instead of at every optimizer step (``Trainer.floating_point_ops`` walks every parameter of the
+  model each step: 1-4 % of the step time of a tiny model on CPU, in ``benchmarks/bench_accelerate_sft.py``);
+  :func:`script_trainer_class` is ``transformers.Trainer`` with it mixed in, the Trainer class the scripts build.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import time
+from typing import Any
+
+from transformers import TrainerCallback
+
+METRICS_VAR = "MLRECIPE_METRICS_FILE"
+
+
+def report_progress(step: int | None = None, total: int | None = None, **metrics: Any) -> None:
+    """Append one progress line to ``$MLRECIPE_METRICS_FILE`` (rank 0 only; nothing when the variable is unset)."""
+    path = os.environ.get(METRICS_VAR)
+    if not path or os.environ.get("RANK", "0") not in ("", "0"):
+        return
+    record: dict[str, Any] = {"time": round(time.time(), 3)}
+    if step is not None:
+        record["step"] = int(step)
+    if total:
+        record["total"] = int(total)
+    numbers = {}
+    for key, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if math.isfinite(float(value)):
+            numbers[key] = float(value)
+    if numbers:
+        record["metrics"] = numbers
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+    except OSError as exc:  # progress is best effort: never stop a training for it
+        print(f"warning: cannot write {METRICS_VAR}={path}: {exc}", flush=True)
+
+
+class SaveOnBestMetricCallback(TrainerCallback):
+    """Request a checkpoint whenever the evaluation metric improves on the best seen so far."""
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: dict[str, float] | None = None,
+                    **kwargs: Any) -> Any:
+        """Set ``control.should_save`` when ``metrics[metric_for_best_model]`` is a new best (or the first)."""
+        name = args.metric_for_best_model or "loss"
+        if not name.startswith("eval_"):
+            name = f"eval_{name}"
+        value = (metrics or {}).get(name)
+        if value is None:
+            return control
+        best = state.best_metric
+        if best is None or (value > best if args.greater_is_better else value < best):
+            control.should_save = True
+        return control
+
+
+class MetricsFileCallback(TrainerCallback):
+    """Report ``global_step`` / ``max_steps`` and the logged numbers to ``$MLRECIPE_METRICS_FILE``."""
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+               **kwargs: Any) -> Any:
+        """Write one line per logging event on the main process."""
+        if state.is_world_process_zero and os.environ.get(METRICS_VAR):
+            report_progress(state.global_step, state.max_steps or None, **(logs or {}))
+        return control
+
+
+class CountParametersOnce:
+    """Mixin for a ``transformers.Trainer`` subclass (put it first): the same ``floating_point_ops`` as the
+    Trainer's (6 x tokens x non-embedding parameters), with the parameter count taken at the first step only.
+
+    The count does not change during training (LoRA adapters and frozen weights are fixed when the Trainer is
+    built), so ``total_flos`` is the same as the Trainer's own.
+    """
+
+    _non_embedding_parameters: int | None = None
+
+    def floating_point_ops(self, inputs: dict[str, Any]) -> int:
+        """FLOs of one forward + backward pass over ``inputs``."""
+        model = self.model  # type: ignore[attr-defined]
+        main_input = getattr(model, "main_input_name", "input_ids")
+        if main_input not in inputs or not hasattr(model, "num_parameters"):
+            return 0
+        if self._non_embedding_parameters is None:
+            self._non_embedding_parameters = int(model.num_parameters(exclude_embeddings=True))
+        return 6 * inputs[main_input].numel() * self._non_embedding_parameters
+
+
+@functools.cache
+def script_trainer_class() -> type:
+    """``transformers.Trainer`` with :class:`CountParametersOnce` mixed in (the class is built on first use)."""
+    from transformers import Trainer
+
+    class ScriptTrainer(CountParametersOnce, Trainer):
+        """transformers' Trainer, counting the parameters for its FLOs estimate once."""
+
+    return ScriptTrainer

@@ -1,0 +1,1 @@
+"""The Ray Train text trainers (SFT, CPT)."""

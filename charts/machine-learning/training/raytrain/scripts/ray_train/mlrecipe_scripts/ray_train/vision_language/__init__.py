@@ -1,0 +1,1 @@
+"""The Ray Train vision-language trainers (SFT, CPT)."""

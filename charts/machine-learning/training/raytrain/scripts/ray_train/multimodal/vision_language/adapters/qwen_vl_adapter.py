@@ -1,1 +1,0 @@
-../../../../../../pytorchjob-distributed/scripts/accelerate/multimodal/vision_language/adapters/qwen_vl_adapter.py

@@ -1,1 +1,0 @@
-../../../../../../pytorchjob-distributed/scripts/accelerate/multimodal/vision_language/base/base_adapter.py

@@ -1,1 +1,0 @@
-../../../../pytorchjob-distributed/scripts/accelerate/shared/answer_metrics.py

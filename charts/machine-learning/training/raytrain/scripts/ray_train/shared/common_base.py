@@ -1,1 +1,0 @@
-../../../../pytorchjob-distributed/scripts/accelerate/shared/common_base.py

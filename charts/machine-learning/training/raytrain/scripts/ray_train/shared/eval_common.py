@@ -1,1 +1,0 @@
-../../../../pytorchjob-distributed/scripts/accelerate/shared/eval_common.py

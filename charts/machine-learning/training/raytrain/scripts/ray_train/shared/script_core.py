@@ -1,1 +1,0 @@
-../../../../pytorchjob-distributed/scripts/accelerate/shared/script_core.py

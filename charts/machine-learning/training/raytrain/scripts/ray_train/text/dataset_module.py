@@ -1,1 +1,0 @@
-../../../../pytorchjob-distributed/scripts/accelerate/text/dataset_module.py
