@@ -8,6 +8,7 @@ want integer``, ``image: required: set image to ...``).
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ _SCHEMA_LINE = re.compile(r"^- at '(?P<ptr>[^']*)': (?P<msg>.*)$")
 _EXECUTION_ERROR = re.compile(r"execution error at \((?P<template>[^)]*)\): (?P<msg>.*)", re.S)
 #: The charts' convention: a check's message starts with the values path it checks ("image is required: ...").
 _CHECKED_PATH = re.compile(r"^(?P<path>[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\d+\])*)(?: is |: )(?P<rest>.*)", re.S)
+#: Go's report of a template reading a field of a missing (null) value: ``at <.Values.a.b>: nil pointer ...``.
+_NIL_VALUE = re.compile(r"at <\.Values\.(?P<path>[A-Za-z_][\w.-]*)>:\s*nil pointer evaluating")
 _ADDITIONAL = re.compile(r"additional propert(?:y|ies) (?P<names>.+) not allowed")
 
 #: Helm's install order of kinds (pkg/release/util/kind_sorter.go, InstallOrder), abridged.
@@ -121,8 +124,32 @@ def parse_template_check(message: str) -> list[SchemaError]:
     m = _EXECUTION_ERROR.search(message)
     checked = _CHECKED_PATH.match(m.group("msg").strip()) if m else None
     if checked is None:
-        return []
+        return _unreadable_value(message)
     return [SchemaError(checked.group("path"), checked.group("rest").strip())]
+
+
+def _unreadable_value(message: str) -> list[SchemaError]:
+    """A template that cannot read a value (``resources: null`` where the chart reads ``resources.nnodes``) as the
+    value whose parent is missing, or [] when the message names no value."""
+    m = _NIL_VALUE.search(message)
+    if m is None:
+        return []
+    path = m.group("path")
+    parent = path.rsplit(".", 1)[0] if "." in path else path
+    return [SchemaError(parent, f"the chart reads {path}, but {parent} is empty or not a mapping: give it a mapping "
+                        "or leave it out")]
+
+
+def _non_finite(value: Any, path: str = "") -> list[SchemaError]:
+    """Each ``.inf``/``.nan`` in ``value``: Helm reads values as JSON, which has no such number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [SchemaError(path, f"{value} cannot be given to Helm (JSON has no infinity or NaN): quote it "
+                            "('.inf') or give a number")]
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    found: list[SchemaError] = []
+    for key, item in items:
+        found += _non_finite(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key))
+    return found
 
 
 def _render(
@@ -131,6 +158,8 @@ def _render(
     import helm_python
 
     name = str(chart_dir)
+    if non_finite := _non_finite(values):
+        raise ChartRenderError(name, "invalid values", non_finite)
     try:
         with LOCK:
             chart = load_chart(str(Path(chart_dir).resolve()))
