@@ -146,3 +146,15 @@ def test_failed_job_shows_its_reason() -> None:
 def test_cli_start_does_not_import_boto3() -> None:
     code = "import sys, mlrecipe.cli.app; sys.exit('boto3' in sys.modules or 'botocore' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_aws_mode_needs_an_image_and_s3_channels(mlhome: Path, tmp_path: Path) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("sagemaker:\n  inputs: [{name: code, uri: 'file:///srv/code'}]\n"
+                      "train:\n  command: [python3, t.py]\n")
+    spec = spec_from_inputs(install_inputs(recipe))
+    problems = "\n".join(ReleaseRunner(spec, get_backend("sagemaker", AWS_OPTIONS), {}, QuietDisplay()).problems())
+    assert f"{recipe}:1: image: required on the sagemaker backend" in problems
+    assert f"{recipe}:2: sagemaker.inputs[0].uri: 'file:///srv/code': file:// URIs work in mode local only" in problems
+    local = ReleaseRunner(spec, get_backend("sagemaker", LOCAL_OPTIONS), {}, QuietDisplay())
+    assert local.problems() == []  # local mode: this machine's Python, file:// channels as they are

@@ -91,6 +91,9 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
         missing = self._option_issues()
         said = {i.path for i in missing}
         found = issues_of(step, request, local=self.options.mode == "local")
+        if not request.request["AlgorithmSpecification"]["TrainingImage"]:
+            found.insert(0, step.issue("image", "required on the sagemaker backend: an image SageMaker can pull (an "
+                                       "ECR URI), or map the recipe's image with -B images.<image>=<ECR URI>"))
         return missing + [i for i in found if not (i.file == OPTION_SOURCE and i.path in said)]
 
     def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> SageMakerPlan:

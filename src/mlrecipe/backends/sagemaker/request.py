@@ -32,6 +32,7 @@ RUNTIME_FILE = "step_runtime.py"
 ENTRYPOINT = ["python3", f"{CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{RUNTIME_FILE}",
               f"{CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{PROGRAM_FILE}"]
 LOCAL_ROLE = "arn:aws:iam::000000000000:role/mlrecipe-local"
+LOCAL_IMAGE = "mlrecipe-local"  #: local mode runs the hosts with this machine's Python, whatever the image
 #: Variables of the earlier steps' outputs that mean nothing inside a SageMaker container.
 HOST_ONLY_ENV = frozenset({"MLRECIPE_PIPELINE_DIR"})
 _UNIT_BYTES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30,
@@ -110,7 +111,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     origins: dict[str, Origin] = {}
     notes: list[str] = []
     program = step_program(step, ctx)
-    image = recipe.image_name or ""
+    image = recipe.image_name or (LOCAL_IMAGE if options.mode == "local" else "")
     origins["AlgorithmSpecification.TrainingImage"] = ("recipe", "image")
     if image in options.images:
         image, origins["AlgorithmSpecification.TrainingImage"] = options.images[image], ("option", "images")

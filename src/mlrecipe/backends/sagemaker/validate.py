@@ -96,6 +96,9 @@ def _string_problem(shape: Any, value: str, local: bool) -> str:
     high = shape.metadata.get("max")
     if high is not None and len(value) > high:
         return f"at most {high} characters, got {len(value)}"
+    if value.startswith("file://") and not local:
+        return (f"{value!r}: file:// URIs work in mode local only; upload the data to S3 (aws s3 sync) and name its "
+                "s3:// URI")
     pattern = shape.metadata.get("pattern")
     compiled = _compiled(pattern) if pattern else None
     if compiled is not None and not (local and value.startswith("file://")) and compiled.fullmatch(value) is None:
