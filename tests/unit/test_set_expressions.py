@@ -92,3 +92,23 @@ def test_pipeline_set_with_a_step_prefix_applies(tmp_path: Path) -> None:
     spec = load_pipeline(pipeline, ["train.resources.nnodes=2"])
     assert spec.step("train").recipe.resources.nnodes == 2
     assert spec.step("evaluate").recipe.resources.nnodes == 1
+
+
+def test_a_bad_value_from_set_is_reported_at_set_not_at_the_file(tmp_path: Path, mlhome: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("resources:\n  nnodes: 2\nprocess:\n  command: [python3]\n")
+    result = CliRunner().invoke(app, ["template", "rel", "data-prep/data-process", "-f", str(recipe),
+                                      "--set", "resources.nnodes=0", "--set", "imagee=x"])
+    assert result.exit_code == 2, result.output
+    assert "error: --set: resources.nnodes: must be greater than or equal to 1, got 0" in result.output
+    assert "error: --set: imagee: unknown key 'imagee'" in result.output
+    assert f"{recipe}:" not in result.output
+
+
+def test_a_bad_value_from_a_pipeline_set_names_the_step_path(tmp_path: Path) -> None:
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(PIPELINE)
+    with pytest.raises(SpecError) as err:
+        load_pipeline(pipeline, ["train.resources.nnodes=0", "evaluate.resources.nnodes=2"])
+    issue, = err.value.issues
+    assert (issue.file, issue.line, issue.path) == ("--set", None, "train.resources.nnodes")

@@ -13,12 +13,18 @@ from mlrecipe.spec import recipe as recipe_models
 from mlrecipe.spec.errors import SpecIssue, format_path
 from mlrecipe.spec.yamlfile import Loc, YamlDoc
 
+#: Where a value given with ``--set`` is reported (its field path names the expression's key).
+SET_SOURCE = "--set"
+
 
 @dataclass
 class ValueSources:
     """Where each value came from, to name the file and line of an error."""
 
     entries: list[tuple[YamlDoc, Loc, str]] = field(default_factory=list)  # doc, loc prefix, display prefix
+    #: The ``--set`` values of the step and their display prefix (a pipeline's step name): a value one of them
+    #: gave (merged after the files) is reported as ``--set: <path>``.
+    sets: tuple[YamlDoc, str] | None = None
 
     def locate(self, loc: Loc) -> tuple[str, int | None, str]:
         best: tuple[int, int, YamlDoc, Loc, str] | None = None
@@ -34,6 +40,8 @@ class ValueSources:
             score = (depth - len(prefix), order)
             if best is None or score >= best[:2]:
                 best = (*score, doc, prefix, shown)
+        if self.sets is not None and any(tuple(loc[:d]) in self.sets[0].lines for d in range(1, len(loc) + 1)):
+            return SET_SOURCE, None, _join(self.sets[1], loc)
         if best is None:
             if not self.entries:
                 return "<input>", None, format_path(loc)
@@ -41,6 +49,22 @@ class ValueSources:
             return doc.file, doc.line_of(prefix), _join(shown, loc)
         _, _, doc, prefix, shown = best
         return doc.file, doc.line_of(tuple(prefix) + tuple(loc)), _join(shown, loc)
+
+
+def set_values_doc(values: Any) -> YamlDoc:
+    """The values ``--set`` gave, as a document that knows the path of each value it gave whole: every value but
+    the mappings, which merge with the files' (for :attr:`ValueSources.sets`)."""
+    lines: dict[Loc, int] = {}
+
+    def walk(node: Any, loc: Loc) -> None:
+        if not isinstance(node, dict):
+            lines[loc] = 0
+            return
+        for key, item in node.items():
+            walk(item, (*loc, key))
+
+    walk(values, ())
+    return YamlDoc(SET_SOURCE, values, lines)
 
 
 def _join(shown: str, loc: Loc) -> str:

@@ -24,7 +24,7 @@ from mlrecipe.spec.catalog import (
 )
 from mlrecipe.spec.errors import SpecError, SpecIssue, format_path, parse_path
 from mlrecipe.spec.framework_scripts import framework_warnings
-from mlrecipe.spec.issues import ValueSources, pydantic_issues
+from mlrecipe.spec.issues import ValueSources, pydantic_issues, set_values_doc
 from mlrecipe.spec.launcher import expand_launcher
 from mlrecipe.spec.matrix import MatrixPoint, expand_matrix, group_heads, wire
 from mlrecipe.spec.pipeline import Pipeline, Sweep
@@ -257,7 +257,9 @@ def load_step_release(
     except SpecError as exc:
         issues.extend(exc.issues)
     try:
-        values = deep_merge(values, parse_sets(sets or []))
+        overrides = parse_sets(sets or [])
+        values = deep_merge(values, overrides)
+        sources.sets = (set_values_doc(overrides), "") if overrides else None
     except SpecError as exc:
         issues.extend(exc.issues)
     if issues:
@@ -378,7 +380,9 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
             step_sources.entries.append((doc, ("steps", i, "values"), f"steps[{i}].values"))
             values = deep_merge(values, st.values)
         step_sets = overrides.get(st.name)
-        values = deep_merge(values, step_sets if isinstance(step_sets, dict) else {})
+        if isinstance(step_sets, dict) and step_sets:
+            values = deep_merge(values, step_sets)
+            step_sources.sets = (set_values_doc(step_sets), st.name)
         for variant in variants[i]:
             step, step_issues = build_step(
                 variant.name, st.chart, deep_merge(values, variant.values) if variant.values else values,

@@ -57,7 +57,7 @@ class Variant:
         """``base`` with the matrix values added last (they are merged last, so they win a tie)."""
         if self.doc is None:
             return base
-        return ValueSources([*base.entries, (self.doc, (), self.shown)])
+        return ValueSources([*base.entries, (self.doc, (), self.shown)], base.sets)
 
 
 def key_path(key: str) -> tuple[str, ...] | None:
