@@ -1,17 +1,19 @@
 """``-B mode=local`` end to end through the CLI: the same plan runs on this machine through the local mode's client
 (2 hosts, a file:// code channel), the model archive is recorded and reaches a later local step, ``logs --rank``
-reads one host, and a re-run skips the unchanged training step but still hands its outputs on."""
+reads one host, and a re-run skips the unchanged training step but still hands its outputs on; a killed CLI's
+running job is adopted by ``resume``, never started twice."""
 
 from __future__ import annotations
 
 import json
 import tarfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import cli
+from tests.integration.helpers import cli, start_cli
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +79,37 @@ def test_local_mode_pipeline(tmp_path: Path, mlhome: Path) -> None:
     assert again.returncode == 0, again.stdout + again.stderr
     assert "step train: skipped" in again.stdout and "step use: skipped" not in again.stdout
     assert f"again {artifacts}" in cli(mlhome, "logs", "smlocal", "use").stdout
+
+
+SLEEPER = """
+release: smresume
+steps:
+  - name: train
+    chart: training/pytorchjob-distributed
+    backend: sagemaker
+    values:
+      resources: {nnodes: 1}
+      pvc: []
+      train:
+        command: [sleep, "5"]
+"""
+
+
+def test_lost_cli_then_resume_adopts_the_running_job(tmp_path: Path, mlhome: Path) -> None:
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(SLEEPER)
+    mlhome.mkdir(parents=True)
+    (mlhome / "config.yaml").write_text("sagemaker: {mode: local, poll_seconds: 0.3}\n")
+    driver = start_cli(mlhome, "run", str(pipeline))
+    state = mlhome / "releases" / "local" / "default" / "smresume" / "state.json"
+    deadline = time.monotonic() + 60
+    while "job_name" not in (state.read_text() if state.exists() else ""):
+        assert time.monotonic() < deadline and driver.poll() is None, "the job was not submitted"
+        time.sleep(0.2)
+    driver.kill()  # a lost CLI: no chance to stop the job
+    driver.wait()
+    resumed = cli(mlhome, "resume", "smresume", timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "adopted: an earlier run of this plan created the job" in resumed.stdout
+    jobs = [j for j in (mlhome / "sagemaker-local" / "training-jobs").iterdir() if j.is_dir()]
+    assert [j.name for j in jobs] == [json.loads(state.read_text())["steps"]["train"]["outputs"]["job_name"]]
