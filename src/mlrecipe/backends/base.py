@@ -214,12 +214,6 @@ class AdoptsSubmitted:
     first (checked with ``isinstance``)."""
 
 
-class AdoptsSubmitted:
-    """Capability of a backend whose ``submit`` finds a step's earlier submission (running or finished) and adopts
-    it instead of starting the step twice: ``resume`` leaves such a running step alone rather than cancelling it
-    first (checked with ``isinstance``)."""
-
-
 class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
     """Base class of every backend (one package each, one line in the registry)."""
 
