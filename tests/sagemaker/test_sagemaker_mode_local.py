@@ -6,6 +6,7 @@ running job is adopted by ``resume``, never started twice."""
 from __future__ import annotations
 
 import json
+import signal
 import tarfile
 import textwrap
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
 from tests.integration.helpers import cli, start_cli
 
 pytestmark = pytest.mark.integration
@@ -113,3 +115,25 @@ def test_lost_cli_then_resume_adopts_the_running_job(tmp_path: Path, mlhome: Pat
     assert "adopted: an earlier run of this plan created the job" in resumed.stdout
     jobs = [j for j in (mlhome / "sagemaker-local" / "training-jobs").iterdir() if j.is_dir()]
     assert [j.name for j in jobs] == [json.loads(state.read_text())["steps"]["train"]["outputs"]["job_name"]]
+
+
+def test_ctrl_c_stops_the_job(tmp_path: Path, mlhome: Path) -> None:
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(SLEEPER.replace('"5"', '"300"'))
+    mlhome.mkdir(parents=True)
+    (mlhome / "config.yaml").write_text("sagemaker: {mode: local, poll_seconds: 0.3}\n")
+    driver = start_cli(mlhome, "run", str(pipeline))
+    state = mlhome / "releases" / "local" / "default" / "smresume" / "state.json"
+    deadline = time.monotonic() + 60
+    while "job_name" not in (state.read_text() if state.exists() else ""):
+        assert time.monotonic() < deadline and driver.poll() is None, "the job was not submitted"
+        time.sleep(0.2)
+    driver.send_signal(signal.SIGINT)
+    assert driver.wait(60) == 130
+    job = json.loads(state.read_text())["steps"]["train"]["handle"]["job_name"]
+    client = LocalSageMakerClient(mlhome / "sagemaker-local")
+    deadline = time.monotonic() + 30
+    while (status := client.describe_training_job(TrainingJobName=job)["TrainingJobStatus"]) == "Stopping":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert status == "Stopped"
