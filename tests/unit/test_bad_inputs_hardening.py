@@ -107,3 +107,24 @@ def test_pipeline_step_without_recipe_names_the_file_and_line(tmp_path: Path, ml
     assert result.exit_code == 2, result.output
     assert f"error: {pipeline}:3: steps[0].recipe.process.command: empty command" in result.output
     assert "<input>" not in result.output
+
+
+@pytest.mark.parametrize(
+    "pipeline_text,expected,line",
+    [
+        ("release: r\nbackend: UPPER\nsteps:\n  - {name: a, chart: data-prep/data-process, recipe: {process: "
+         "{command: [x]}}}\n", "backend: unknown backend 'UPPER'; known:", 2),
+        ("release: r\nsteps:\n  - name: a\n    chart: data-prep/data-process\n    recipe: /\n",
+         "steps[0].recipe: /: is a directory, expected a YAML file", 5),
+        ("release: r\nsteps:\n  - name: a\n    chart: data-prep/data-process\n    recipe: [ok.yaml, nope.yaml]\n",
+         "steps[0].recipe: {dir}/nope.yaml: file not found", 5),
+    ],
+    ids=["pipeline-backend-unknown", "recipe-is-a-directory", "recipe-file-missing"],
+)
+def test_pipeline_problems_are_named_where_the_pipeline_says_them(tmp_path: Path, mlhome: Path, pipeline_text: str,
+                                                                  expected: str, line: int) -> None:
+    (tmp_path / "ok.yaml").write_text("process: {command: [python3]}\n")
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(pipeline_text)
+    for argv in (["validate", str(pipeline)], ["run", str(pipeline), "--dry-run"]):
+        _clean_failure(CliRunner().invoke(app, argv), mlhome, expected.format(dir=tmp_path), f"{pipeline}:{line}")

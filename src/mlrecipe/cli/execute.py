@@ -18,12 +18,20 @@ if TYPE_CHECKING:
     from mlrecipe.runner.step_backends import AnyBackend, StepBackends
 
 
-def _backend(name: str | None, spec_backend: str | None, opts: list[str]) -> AnyBackend:
-    """The backend by name (command line, then the pipeline's ``backend:``, then the default) with its options."""
+def _backend(name: str | None, spec_backend: str | None, opts: list[str],
+             spec_at: tuple[str, int | None, str] | None = None) -> AnyBackend:
+    """The backend by name (command line, then the pipeline's ``backend:``, then the default) with its options;
+    an unknown name the pipeline gave is a :class:`SpecError` at ``spec_at`` (its file, line and field)."""
     from mlrecipe.backends.options import parse_backend_opts
     from mlrecipe.backends.registry import DEFAULT_BACKEND, get_backend
+    from mlrecipe.errors import SpecError, SpecIssue, UnknownBackendError
 
-    return get_backend(name or spec_backend or DEFAULT_BACKEND, parse_backend_opts(opts))
+    try:
+        return get_backend(name or spec_backend or DEFAULT_BACKEND, parse_backend_opts(opts))
+    except UnknownBackendError as exc:
+        if name is None and spec_backend is not None and spec_at is not None:
+            raise SpecError([SpecIssue(*spec_at, str(exc))]) from None
+        raise
 
 
 def record_backends(record: ReleaseRecord, opts: list[str]) -> StepBackends:
@@ -61,7 +69,7 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
         spec = spec_from_inputs(inputs)
         if inputs["kind"] == "install" and inputs.get("namespace"):
             spec = type(spec)(spec.release, inputs["namespace"], spec.steps, spec.backend, spec.source)
-        impl = _backend(backend, spec.backend, opts)
+        impl = _backend(backend, spec.backend, opts, spec.backend_at)
         runner = ReleaseRunner(spec, impl, inputs, make_display("json" if dry_run else out), force=force,
                                max_parallel=max_parallel, keep_going=keep_going)
         problems = runner.problems()

@@ -66,7 +66,7 @@ def _plan_all(spec: ReleaseSpec, backend: str | None, opts: list[str]) -> str | 
     from mlrecipe.runner.release import ReleaseRunner
 
     try:
-        default = _backend(backend, None, opts)
+        default = _backend(None if backend == spec.backend else backend, spec.backend, opts, spec.backend_at)
     except UserError as exc:
         if isinstance(exc, SpecError):
             raise

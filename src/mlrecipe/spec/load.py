@@ -107,6 +107,8 @@ class ReleaseSpec:
     source: str = ""
     sweep: Sweep | None = None  #: how the end-of-run table ranks the matrix combinations
     sweep_at: str | None = None  #: "file:line" of ``sweep.rank_by``, for the error when no step reports it
+    #: Where the pipeline names its backend (file, line, field), for the error when no backend has that name.
+    backend_at: tuple[str, int | None, str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def source_dir(self) -> str:
@@ -370,7 +372,12 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
                 values = dict(st.recipe)
             elif st.recipe is not None:
                 files = [st.recipe] if isinstance(st.recipe, str) else st.recipe
-                values = _read_recipe_files(files, base, step_sources)
+                try:
+                    values = _read_recipe_files(files, base, step_sources)
+                except SpecError as exc:  # a file that cannot be read at all: where the pipeline names it
+                    loc = ("steps", i, "recipe")
+                    raise SpecError([SpecIssue(doc.file, doc.line_of(loc), format_path(loc), f"{e.file}: {e.message}")
+                                     if e.line is None and not e.path else e for e in exc.issues]) from None
             else:  # no recipe: what the values lack is named at the step's line
                 step_sources.entries.append((doc, ("steps", i, "recipe"), f"steps[{i}].recipe"))
         except SpecError as exc:
@@ -403,8 +410,9 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
     if pipeline.sweep is not None:
         line = doc.line_of(("sweep", "rank_by"))
         sweep_at = f"{doc.file}:{line}" if line else doc.file
+    backend_at = (doc.file, doc.line_of(("backend",)), "backend") if pipeline.backend else None
     return ReleaseSpec(pipeline.release, pipeline.namespace, wire(ordered, steps), pipeline.backend, doc.file,
-                       pipeline.sweep, sweep_at)
+                       pipeline.sweep, sweep_at, backend_at)
 
 
 def is_pipeline_file(path: str | Path) -> bool:
