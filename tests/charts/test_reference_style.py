@@ -54,6 +54,7 @@ def by_kind(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 # -- 1. valid means renders -------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_an_empty_image_fails_validate_at_its_line_saying_what_to_set(mlhome: Path, tmp_path: Path) -> None:
     recipe = ASSETS / "empty-image.yaml"
     chart = "training/pytorchjob-distributed"
@@ -228,6 +229,7 @@ def test_the_legacy_horovod_keys_shape_the_mpijob() -> None:
     assert "mpirun -np 16" in command and "-x HOROVOD_AUTOTUNE" in command and "-x NCCL_SOCKET_IFNAME" in command
 
 
+@pytest.mark.integration
 def test_the_legacy_horovod_recipe_validates_and_plans_on_every_backend(mlhome: Path) -> None:
     recipe = str(ASSETS / "horovod-maskrcnn.yaml")
     for backend in ("local", "slurm", "kubernetes"):

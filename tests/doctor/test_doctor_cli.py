@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 import yaml
 from typer.testing import CliRunner
@@ -29,6 +30,7 @@ def invoke(*args: str) -> Any:
     return CliRunner().invoke(app(), ["doctor", *args])
 
 
+@pytest.mark.integration
 def test_local_preflight_plain_text(mlrecipe_home: Path) -> None:
     result = invoke()
     assert result.exit_code == 0, result.output
@@ -37,6 +39,7 @@ def test_local_preflight_plain_text(mlrecipe_home: Path) -> None:
     assert "ready:" in result.stdout
 
 
+@pytest.mark.integration
 def test_json_output(mlrecipe_home: Path) -> None:
     result = invoke("--output", "json")
     report = json.loads(result.stdout)
@@ -46,6 +49,7 @@ def test_json_output(mlrecipe_home: Path) -> None:
     assert {"name", "blocking", "status", "ok", "detail", "fix_hint"} <= set(report["checks"][0])
 
 
+@pytest.mark.integration
 def test_blocking_failure_exits_1_and_shows_the_fix(mlrecipe_home: Path, tmp_path: Path) -> None:
     recipe = tmp_path / "gpu.yaml"
     recipe.write_text(yaml.safe_dump({"resources": {"requests": {"nvidia.com/gpu": 64}}, "pvc": []}))

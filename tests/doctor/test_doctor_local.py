@@ -28,6 +28,7 @@ def from_recipe(recipe: dict) -> Requirements:
     return req
 
 
+@pytest.mark.integration
 def test_general_preflight_passes_with_a_fresh_home(mlrecipe_home: Path) -> None:
     result = run(Requirements())
     assert result["code"] == 0
@@ -37,6 +38,7 @@ def test_general_preflight_passes_with_a_fresh_home(mlrecipe_home: Path) -> None
     assert not result["python package torch"].check.blocking
 
 
+@pytest.mark.integration
 def test_package_checks_agree_with_the_interpreter(mlrecipe_home: Path) -> None:
     result = run(from_recipe({"framework": "pytorch", "pvc": []}))
     torch = result["python package torch"]
@@ -44,6 +46,7 @@ def test_package_checks_agree_with_the_interpreter(mlrecipe_home: Path) -> None:
     assert torch.result.ok is (importlib.util.find_spec("torch") is not None)
 
 
+@pytest.mark.integration
 def test_missing_package_blocks_with_a_pip_hint(mlrecipe_home: Path) -> None:
     absent = next((m for m in ("jax", "tensorflow", "vllm") if importlib.util.find_spec(m) is None), None)
     if absent is None:
@@ -54,6 +57,7 @@ def test_missing_package_blocks_with_a_pip_hint(mlrecipe_home: Path) -> None:
     assert f"-m pip install '{absent}'" in outcome.result.fix_hint
 
 
+@pytest.mark.integration
 def test_mpirun_binary_check_agrees_with_path(mlrecipe_home: Path) -> None:
     result = run(from_recipe({"launcher": {"type": "mpirun", "script": "t.py"}, "pvc": []}))
     assert result["binary mpirun"].result.ok is (shutil.which("mpirun") is not None)
@@ -61,6 +65,7 @@ def test_mpirun_binary_check_agrees_with_path(mlrecipe_home: Path) -> None:
         assert "openmpi-bin" in result["binary mpirun"].result.fix_hint
 
 
+@pytest.mark.integration
 def test_gpu_requirement_agrees_with_nvidia_smi(mlrecipe_home: Path) -> None:
     result = run(from_recipe({"resources": {"requests": {GPU: 1}}, "pvc": []}))
     gpus = result["GPUs"]
@@ -84,6 +89,7 @@ def test_parse_nvidia_smi_list() -> None:
     assert parse_nvidia_smi_list("No devices were found\n") == []
 
 
+@pytest.mark.integration
 def test_unwritable_volume_root_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where MLRECIPE_HOME should be")
@@ -94,6 +100,7 @@ def test_unwritable_volume_root_blocks(tmp_path: Path, monkeypatch: pytest.Monke
     assert "MLRECIPE_HOME" in outcome.result.fix_hint
 
 
+@pytest.mark.integration
 def test_image_mapped_environment_is_the_one_checked(mlrecipe_home: Path, tmp_path: Path) -> None:
     system_python = shutil.which("python3", path="/usr/bin")
     if system_python is None:
@@ -118,6 +125,7 @@ def test_image_mapped_environment_is_the_one_checked(mlrecipe_home: Path, tmp_pa
     assert sys.executable not in result["python package torch"].result.detail
 
 
+@pytest.mark.integration
 def test_oversubscription_is_a_warning(mlrecipe_home: Path) -> None:
     result = run(from_recipe({"resources": {"nnodes": 64, "nproc_per_node": 8}, "pvc": []}))
     cpu = result["CPU cores"]

@@ -116,6 +116,7 @@ def test_missing_slurm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> N
     assert result["partitions"].status == "skip"
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("scontrol") is None, reason="Slurm client tools (scontrol) are not installed here")
 def test_real_slurm_verdict_matches_scontrol_ping() -> None:
     """Runs the real commands: doctor's verdict on the controller must agree with `scontrol ping`."""

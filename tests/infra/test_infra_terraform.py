@@ -114,6 +114,7 @@ def config(tf_files: list[Path]) -> dict[str, Any]:
     return merged
 
 
+@pytest.mark.integration
 def test_terraform_fmt_check(infra_paths: SimpleNamespace) -> None:
     terraform = shutil.which("terraform")
     if terraform is None:

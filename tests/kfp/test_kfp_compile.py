@@ -13,6 +13,8 @@ import yaml
 from tests.golden import REPO, check_golden
 from tests.kfp.kfp_env import PIPELINES, compile_kfp, kfp_python
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 GOLDEN = REPO / "tests" / "golden" / "kfp"
 SECRET = "hf_golden_secret_value_42"
 SECRET_SETS = {

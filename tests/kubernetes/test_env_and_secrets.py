@@ -68,6 +68,7 @@ def _ctx(release: str = "envtest") -> ReleaseContext:
 
 # --- the env contract -------------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_quickstart_client_gets_the_serve_url_through_the_real_runner(mlhome: Path) -> None:
     result = _cli(mlhome, "run", str(EXAMPLES / "quickstart" / "pipeline.yaml"), "--backend", "kubernetes",
                   "--dry-run")
@@ -231,6 +232,7 @@ train:
 """
 
 
+@pytest.mark.integration
 def test_dry_run_masks_the_token_and_references_the_secret(tmp_path: Path, mlhome: Path) -> None:
     recipe = tmp_path / "train.yaml"
     recipe.write_text(RECIPE % (TOKEN, TOKEN))

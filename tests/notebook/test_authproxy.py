@@ -30,6 +30,7 @@ def openssl_hash(kind: str, password: str, salt: str) -> str:
                           check=True).stdout.strip()
 
 
+@pytest.mark.integration
 @needs_openssl
 @pytest.mark.parametrize("password", ["", "a", PASSWORD, "x" * 40, "ünïcode"])
 @pytest.mark.parametrize("kind,magic", [("-apr1", "$apr1$"), ("-1", "$1$")])

@@ -73,6 +73,7 @@ def test_request_maps_the_recipe(mlhome: Path) -> None:
     assert request_problems(request) == []
 
 
+@pytest.mark.integration
 def test_bad_request_is_refused_at_the_recipe_line(mlhome: Path) -> None:
     bad = ASSETS / "bad-train.yaml"
     opts = [f"-B{k}={v}" for k, v in (("role_arn", AWS_OPTIONS["role_arn"]), ("s3_prefix", AWS_OPTIONS["s3_prefix"]))]
@@ -143,6 +144,7 @@ def test_failed_job_shows_its_reason() -> None:
     assert "AlgorithmError: exit 3" in outcome.message and "billable 42 s" in outcome.message
 
 
+@pytest.mark.integration
 def test_cli_start_does_not_import_boto3() -> None:
     code = "import sys, mlrecipe.cli.app; sys.exit('boto3' in sys.modules or 'botocore' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

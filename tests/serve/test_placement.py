@@ -49,6 +49,7 @@ def run_python(code: str) -> str:
     return result.stdout.strip()
 
 
+@pytest.mark.integration
 @needs_two_cpus
 def test_engine_side_pins_the_process_and_binds_vllm() -> None:
     out = run_python("""
@@ -64,6 +65,7 @@ def test_engine_side_pins_the_process_and_binds_vllm() -> None:
                                "mask": engine}
 
 
+@pytest.mark.integration
 @needs_two_cpus
 def test_front_threads_move_to_the_front_cpus_and_the_setting_is_consumed() -> None:
     out = run_python(f"""

@@ -49,6 +49,7 @@ def test_bad_options_name_the_file_line_and_field(mlhome: Path) -> None:
     assert err.value.issues[0].file == "--backend-opt" and err.value.issues[0].path == "mode"
 
 
+@pytest.mark.integration
 def test_options_and_config_schema_commands(mlhome: Path) -> None:
     listed = subprocess.run([str(BIN / "mlrecipe"), "options", "kubernetes"], capture_output=True, text=True,
                             env=cli_env(mlhome), timeout=60)
@@ -60,6 +61,7 @@ def test_options_and_config_schema_commands(mlhome: Path) -> None:
     assert doc["properties"]["slurm"]["properties"]["partition"]["description"]
 
 
+@pytest.mark.integration
 def test_kube_context_reaches_the_plan_commands(mlhome: Path, tmp_path: Path) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text("image: busybox\nprocess:\n  command: [echo, hi]\n")

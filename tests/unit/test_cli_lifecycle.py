@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 CHECK = textwrap.dedent("""
     import gc, sys
     from pydantic.plugin import _loader

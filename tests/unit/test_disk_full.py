@@ -55,6 +55,7 @@ def assert_one_disk_full_error(done: subprocess.CompletedProcess[str]) -> None:
     assert len(errors) == 1 and errors[0].startswith("error: the disk is full: "), errors
 
 
+@pytest.mark.integration
 def test_a_step_whose_log_fills_the_disk_is_one_recorded_failure(tmp_path: Path, small_disk: Path) -> None:
     home = small_disk / "home"
     done = mlrecipe(home, "install", "big", "data-prep/data-process", "-f", str(filler(tmp_path)))
@@ -115,6 +116,7 @@ def test_without_room_at_all_the_error_says_so_and_no_temporary_file_stays(
     assert loaded is not None and loaded.state is state_module.StepState.PENDING  # the old record, whole
 
 
+@pytest.mark.integration
 def test_after_kill_9_of_the_cli_no_step_shows_running(tmp_path: Path, mlhome: Path) -> None:
     script = tmp_path / "slow.py"
     script.write_text("import time\nprint('started', flush=True)\ntime.sleep(20)\n", encoding="utf-8")

@@ -32,12 +32,14 @@ def _validate(tmp_path: Path, framework: str, script: str, *extra: str) -> subpr
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.integration
 def test_a_shipped_framework_and_script_validate_without_warning(tmp_path: Path) -> None:
     done = _validate(tmp_path, "accelerate", "text/peft_accelerate.py")
     assert done.returncode == 0 and "valid" in done.stdout
     assert "warning" not in done.stderr
 
 
+@pytest.mark.integration
 def test_an_unknown_framework_is_a_warning_with_file_line_and_a_suggestion(tmp_path: Path) -> None:
     done = _validate(tmp_path, "acelerate", "text/peft_accelerate.py")
     assert done.returncode == 0, done.stderr
@@ -46,6 +48,7 @@ def test_an_unknown_framework_is_a_warning_with_file_line_and_a_suggestion(tmp_p
     assert "no scripts/acelerate/" in line and "did you mean 'accelerate'?" in line
 
 
+@pytest.mark.integration
 def test_a_script_the_framework_lacks_is_a_warning(tmp_path: Path) -> None:
     done = _validate(tmp_path, "accelerate", "text/sft_accelerate.py", "-o", "json")
     assert done.returncode == 0, done.stderr

@@ -10,6 +10,8 @@ import pytest
 
 from tests.repo import BIN, cli_env
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 
 def mlrecipe(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / "mlrecipe"), *args], capture_output=True, text=True, env=cli_env(home),

@@ -32,6 +32,7 @@ def _validate(path: Path, home: Path, *args: str) -> tuple[subprocess.CompletedP
     return result, time.monotonic() - start
 
 
+@pytest.mark.integration
 def test_billion_laughs_refused_fast_by_the_cli(tmp_path: Path) -> None:
     bomb = tmp_path / "laughs.yaml"
     bomb.write_text(_billion_laughs())
@@ -42,6 +43,7 @@ def test_billion_laughs_refused_fast_by_the_cli(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.integration
 def test_alias_bomb_inside_a_pipeline_recipe_is_refused(tmp_path: Path) -> None:
     recipe = tmp_path / "recipe.yaml"
     body = "".join(f"  {line}\n" for line in _billion_laughs().splitlines())
@@ -53,6 +55,7 @@ def test_alias_bomb_inside_a_pipeline_recipe_is_refused(tmp_path: Path) -> None:
     assert f"{recipe}:10: kueue.a6: YAML document refused: aliases expand" in result.stderr
 
 
+@pytest.mark.integration
 def test_deep_nesting_refused_fast_by_the_cli(tmp_path: Path) -> None:
     deep = tmp_path / "deep.yaml"
     deep.write_text("train:\n  args: " + "[" * 100_000 + "]" * 100_000 + "\n")
@@ -87,6 +90,7 @@ def test_recursive_alias_is_refused() -> None:
                                "recursive alias: the node contains itself")
 
 
+@pytest.mark.integration
 def test_huge_file_refused_fast_by_the_cli(tmp_path: Path) -> None:
     huge = tmp_path / "huge.yaml"
     line = "# " + "x" * 98 + "\n"
@@ -117,6 +121,7 @@ def test_too_many_nodes_without_aliases(monkeypatch: pytest.MonkeyPatch) -> None
         parse_yaml("a: [" + ",".join(["x"] * 1000) + "]\n", "wide.yaml")
 
 
+@pytest.mark.integration
 def test_ordinary_aliases_still_work(tmp_path: Path) -> None:
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(
@@ -160,6 +165,7 @@ def test_duplicate_keys_still_reported_with_their_line() -> None:
     assert str(info.value) == "dup.yaml:3: train.command: duplicate key"
 
 
+@pytest.mark.integration
 def test_doctor_and_values_files_use_the_hardened_loader(tmp_path: Path) -> None:
     from mlrecipe.errors import SpecError
     from mlrecipe.helm.render import load_values_file

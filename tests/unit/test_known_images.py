@@ -32,6 +32,7 @@ def test_no_serving_environment_means_no_default(tmp_path: Path, monkeypatch: py
     assert images.known_images() == {}
 
 
+@pytest.mark.integration
 def test_a_missing_package_is_named_with_the_command_that_installs_it() -> None:
     env = images.PythonEnvironment(None)
     problems = images.environment_problems(env, ("json", "no_such_package_xyz"), "chart serving/rayserve")
@@ -39,6 +40,7 @@ def test_a_missing_package_is_named_with_the_command_that_installs_it() -> None:
     assert "needs the Python package 'no_such_package_xyz'" in problems[0] and "make serve-env" in problems[0]
 
 
+@pytest.mark.integration
 def test_a_rayserve_step_in_an_environment_without_ray_fails_before_it_starts(mlhome: Path, tmp_path: Path) -> None:
     bare = tmp_path / "bare-venv"  # an environment without ray (the project's own has it for Ray Train)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
@@ -66,6 +68,7 @@ def test_nemo_and_triton_images_map_to_their_environments(tmp_path: Path, monkey
     assert known.resolve("nvcr.io/nvidia/nemo-curator:25.02")[0].prefix is None, "only NeMo's training image"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("framework, package, target", [
     ("nemo2", "nemo", "make nemo2-env"), ("pytorch_lightning", "lightning", "make venv"),
     ("accelerate", "peft", "make venv"),

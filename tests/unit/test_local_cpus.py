@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mlrecipe.backends.base import StepState
 from mlrecipe.backends.local.cpus import CpuSlots
 from mlrecipe.backends.local.options import LocalOptions
@@ -39,6 +41,7 @@ def step(tmp_path: Path, name: str, gate: Path, ranks: int, cpus: CpuSlots) -> L
     return LocalRunningStep(plan, f"run-{name}", grace=5, lease_dir=tmp_path / "leases", cpus=cpus)
 
 
+@pytest.mark.integration
 def test_a_step_waits_for_cpus_until_a_running_step_ends(tmp_path: Path) -> None:
     cpus = CpuSlots(2)
     first = step(tmp_path, "first", tmp_path / "first-done", 2, cpus)

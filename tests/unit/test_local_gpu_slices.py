@@ -53,6 +53,7 @@ def machine(tmp_path: Path, mlhome: Path):
     return lambda count: Machine(tmp_path, mlhome, count)
 
 
+@pytest.mark.integration
 def test_eight_gpus_two_nodes_of_four_get_contiguous_slices(machine, tmp_path: Path) -> None:
     m = machine(8)
     envs = m.node_envs(TORCH, recipe(tmp_path, 2, 4, gpus=4))
@@ -63,11 +64,13 @@ def test_eight_gpus_two_nodes_of_four_get_contiguous_slices(machine, tmp_path: P
     assert "node 0: GPU 0,1,2,3; node 1: GPU 4,5,6,7" in m.last
 
 
+@pytest.mark.integration
 def test_two_gpus_an_unrequesting_training_step_takes_one_per_process(machine, tmp_path: Path) -> None:
     envs = machine(2).node_envs(TORCH, recipe(tmp_path, 2, 1))
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1"]
 
 
+@pytest.mark.integration
 def test_one_gpu_an_unrequesting_two_node_step_runs_on_cpu_and_says_so(machine, tmp_path: Path) -> None:
     m = machine(1)
     envs = m.node_envs(TORCH, recipe(tmp_path, 2, 1))
@@ -77,6 +80,7 @@ def test_one_gpu_an_unrequesting_two_node_step_runs_on_cpu_and_says_so(machine, 
     assert "# node 0: devices CPU" in m.last
 
 
+@pytest.mark.integration
 def test_a_job_that_asks_for_no_gpu_runs_on_cpu_on_a_gpu_machine(machine, tmp_path: Path) -> None:
     path = tmp_path / "job.yaml"
     path.write_text("image: python\nprocess:\n  command: [python3, -c, 'print(1)']\n")
@@ -86,6 +90,7 @@ def test_a_job_that_asks_for_no_gpu_runs_on_cpu_on_a_gpu_machine(machine, tmp_pa
     assert "asks for no GPU: it runs on CPU" in m.last
 
 
+@pytest.mark.integration
 def test_a_request_that_does_not_fit_is_refused_with_the_arithmetic_and_ways_out(machine, tmp_path: Path) -> None:
     m = machine(1)
     path = recipe(tmp_path, 2, 1, gpus=1)
@@ -101,12 +106,14 @@ def test_a_request_that_does_not_fit_is_refused_with_the_arithmetic_and_ways_out
     assert too_wide.returncode == 2 and "one node alone needs 16" in too_wide.stderr
 
 
+@pytest.mark.integration
 def test_sharing_is_an_explicit_opt_in(machine, tmp_path: Path) -> None:
     envs = machine(1).node_envs(TORCH, recipe(tmp_path, 2, 1, gpus=1), "-B", "share_gpus=true")
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "0"]
     assert all(e["MLRECIPE_SHARED_GPUS"] == "1" for e in envs)
 
 
+@pytest.mark.integration
 def test_no_gpu_machine_runs_requests_on_cpu_unless_strict(machine, tmp_path: Path) -> None:
     m = machine(0)
     path = recipe(tmp_path, 2, 1, gpus=1)
@@ -117,11 +124,13 @@ def test_no_gpu_machine_runs_requests_on_cpu_unless_strict(machine, tmp_path: Pa
     assert strict.returncode == 2 and "but 0 are visible" in strict.stderr
 
 
+@pytest.mark.integration
 def test_gpus_cpu_keeps_every_step_off_the_gpus(machine, tmp_path: Path) -> None:
     envs = machine(8).node_envs(TORCH, recipe(tmp_path, 2, 4, gpus=4), "-B", "gpus=cpu")
     assert all(e["CUDA_VISIBLE_DEVICES"] == "" and e["MLRECIPE_DEVICE"] == "cpu" for e in envs)
 
 
+@pytest.mark.integration
 def test_the_cli_own_cuda_visible_devices_narrows_the_machine(machine, tmp_path: Path) -> None:
     m = machine(8)
     m.env["CUDA_VISIBLE_DEVICES"] = "6,2"
@@ -131,6 +140,7 @@ def test_the_cli_own_cuda_visible_devices_narrows_the_machine(machine, tmp_path:
     assert refused.returncode == 2 and "but 2 are visible" in refused.stderr
 
 
+@pytest.mark.integration
 def test_accelerate_follows_the_slice_and_the_device_precision(machine, tmp_path: Path) -> None:
     m = machine(2)
     (tmp_path / "fakebin" / "nvidia-smi").write_text(
@@ -145,6 +155,7 @@ def test_accelerate_follows_the_slice_and_the_device_precision(machine, tmp_path
     assert expanded == ["--gpu_ids", "0,1", "--mixed_precision", "fp16"]
 
 
+@pytest.mark.integration
 def test_mpi_launcher_sees_every_node_slice(machine, tmp_path: Path) -> None:
     path = tmp_path / "mpi.yaml"
     path.write_text("image: python\nresources:\n  nnodes: 2\n  nproc_per_node: 2\n"

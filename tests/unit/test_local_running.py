@@ -14,6 +14,8 @@ from mlrecipe.backends.local import procs
 from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch
 from mlrecipe.backends.local.running import LocalRunningStep
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 
 def readable(fd: int, timeout: float) -> bool:
     poller = select.poll()

@@ -29,6 +29,7 @@ def test_empty_depends_on_means_depends_on_nothing(tmp_path: Path) -> None:
     assert spec.dependencies() == {"a": frozenset(), "b": frozenset({"a"})}, "without depends_on: file order"
 
 
+@pytest.mark.integration
 def test_independent_steps_run_at_the_same_time(tmp_path: Path, mlhome: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()

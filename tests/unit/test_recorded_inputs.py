@@ -57,6 +57,7 @@ def test_without_credentials_the_inputs_are_recorded_as_given(tmp_path: Path) ->
     assert redact({"sets": ["resources.nnodes=1"]}, spec) == {"sets": ["resources.nnodes=1"]}
 
 
+@pytest.mark.integration
 def test_install_and_resume_keep_the_token_out_of_the_state(tmp_path: Path, mlhome: Path) -> None:
     env = cli_env(mlhome)
     env.pop("HF_TOKEN", None)

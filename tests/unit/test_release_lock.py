@@ -15,6 +15,8 @@ from mlrecipe.errors import ReleaseBusyError
 from mlrecipe.runner.lock import LOCK_FILE, driving
 from tests.repo import BIN, cli_env
 
+pytestmark = pytest.mark.integration  # starts real processes
+
 
 def pipeline(tmp_path: Path) -> tuple[Path, Path]:
     """A one-step pipeline whose step adds a line to a file, then runs until the file ``go`` exists (60 s at most)."""

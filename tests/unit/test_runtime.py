@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mlrecipe.runtime import RUNTIME_PATH, step_runtime
 
 
@@ -30,6 +32,7 @@ def test_script_follows_reference_order() -> None:
     assert 'export GIT_CLONE_DIR="$HOME/tmp/$HOSTNAME"' in script
 
 
+@pytest.mark.integration
 def test_env_contract_from_slurm_and_indexed_jobs() -> None:
     slurm = step_runtime.map_env_contract(
         {"SLURM_JOB_ID": "7", "SLURM_NODEID": "1", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "n1"})
@@ -50,6 +53,7 @@ def run_runtime(tmp_path: Path, prog: dict) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
+@pytest.mark.integration
 def test_exports_carry_over_and_status_is_the_commands(tmp_path: Path) -> None:
     result = run_runtime(tmp_path, program(
         pre_script=["export GREETING=hello"], command=["bash", "-c"], args=["'echo $GREETING; exit 3'"],
@@ -60,11 +64,13 @@ def test_exports_carry_over_and_status_is_the_commands(tmp_path: Path) -> None:
     assert "hello" in log.read_text()
 
 
+@pytest.mark.integration
 def test_pipefail_reports_failure_before_tee(tmp_path: Path) -> None:
     result = run_runtime(tmp_path, program(command=["false"], args=["2>&1 | tee $HOME/out.log"]))
     assert result.returncode == 1
 
 
+@pytest.mark.integration
 def test_git_clone_into_home_tmp_hostname(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()

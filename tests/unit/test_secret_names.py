@@ -62,6 +62,7 @@ def test_a_numeric_credential_is_recorded_as_a_variable(tmp_path: Path) -> None:
                                             SECRETS_KEY: [{"index": 1, "env": "DB_PASSWORD"}]}
 
 
+@pytest.mark.integration
 def test_a_numeric_credential_never_reaches_the_state_and_resume_asks_for_it(tmp_path: Path, mlhome: Path) -> None:
     env = cli_env(mlhome)
     env.pop("DB_PASSWORD", None)

@@ -3,14 +3,21 @@
 A test module is a ``test_*.py`` or a ``conftest.py``; the helpers they share live in plain modules
 (``tests/repo.py``, ``tests/golden.py``, ``tests/serve/serving.py``, ``tests/unit/fake_backend.py``, ...).
 Importing a test module runs its module-level code a second time under another name and hides which file owns
-a helper; importing a conftest does the same to pytest's plugin. Which tests start processes (``integration``)
-and which skips fail in CI is enforced by ``tests/conftest.py`` itself.
+a helper; importing a conftest does the same to pytest's plugin. ``tests/conftest.py`` enforces the other two rules
+(a test that starts processes is marked ``integration``; with CI=true a skip for a missing tool fails); the last
+test here runs it over a planted module.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 #: Folders being rewritten elsewhere (issue 26, point 1): checked once the rewrite lands.
@@ -52,3 +59,42 @@ def test_the_check_sees_an_import_of_a_test_module(tmp_path: Path) -> None:
     planted.write_text("from tests.unit.test_layers import Tree\nfrom tests.conftest import mlhome\n"
                        "import tests.golden\n")
     assert imported_test_modules(planted) == ["tests.conftest", "tests.unit.test_layers"]
+
+
+PLANTED = '''
+import subprocess, sys
+import pytest
+
+def test_starts_a_process_unmarked():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+@pytest.mark.integration
+def test_starts_a_process_marked():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+def test_pure():
+    assert True
+
+def test_needs_a_tool():
+    pytest.skip("the zz tool is not installed")
+
+def test_needs_a_gpu():
+    pytest.skip("needs an NVIDIA GPU (nvidia-smi lists none here)")
+'''
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_the_suite_rules_fail_a_planted_test(ci: str, tmp_path: Path) -> None:
+    """tests/conftest.py as a plugin over a planted module: an unmarked test that starts a process fails, and with
+    CI=true so does a skip for a missing tool (a GPU skip stays a skip)."""
+    (tmp_path / "test_planted.py").write_text(PLANTED)
+    env = {**os.environ, "CI": ci}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                             "--rootdir", str(tmp_path), str(tmp_path / "test_planted.py")],
+                            cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=120, check=False)
+    outcomes = dict(re.findall(r"test_planted\.py::(\w+) (PASSED|FAILED|SKIPPED)", result.stdout))
+    assert outcomes == {"test_starts_a_process_unmarked": "FAILED", "test_starts_a_process_marked": "PASSED",
+                        "test_pure": "PASSED", "test_needs_a_tool": "FAILED" if ci else "SKIPPED",
+                        "test_needs_a_gpu": "SKIPPED"}, result.stdout
+    assert "starts real processes but is not marked integration" in result.stdout

@@ -26,6 +26,7 @@ def _recipe(tmp_path: Path, value: str, extra: str = "") -> Path:
     return recipe
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("expression", ["{{ until 20000000 }}", "{{ until 100000000 }}"])
 def test_a_huge_expression_is_refused_within_bounds(expression: str) -> None:
     start = time.monotonic()
@@ -36,6 +37,7 @@ def test_a_huge_expression_is_refused_within_bounds(expression: str) -> None:
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 < tpl.MEMORY_LIMIT
 
 
+@pytest.mark.integration
 def test_an_endless_expression_is_stopped_at_the_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tpl, "TIME_LIMIT", 1.0)
     start = time.monotonic()
@@ -44,6 +46,7 @@ def test_an_endless_expression_is_stopped_at_the_time_limit(monkeypatch: pytest.
     assert time.monotonic() - start < 6
 
 
+@pytest.mark.integration
 def test_unbounded_words_still_evaluate_in_the_child() -> None:
     assert not is_bounded("{{ len (until 1000) }}") and is_bounded("{{ mul .Values.a 2 | quote }}")
     assert not is_bounded('{{ printf "%01000000000d" 1 }}')
@@ -74,6 +77,7 @@ def test_validate_refuses_a_malformed_expression_at_its_line(tmp_path: Path, mlh
         assert "strings.json" not in result.output and "mlrecipe-tpl" not in result.output
 
 
+@pytest.mark.integration
 def test_template_names_the_value_that_exceeds_the_bounds(tmp_path: Path, mlhome: Path) -> None:
     recipe = _recipe(tmp_path, "{{ until 20000000 }}")
     result = CliRunner().invoke(app, ["template", "rel", CHART, "-f", str(recipe)])
@@ -88,6 +92,7 @@ def test_template_with_an_inf_value_elsewhere(tmp_path: Path, mlhome: Path) -> N
     assert "EXPR=rel-ok" in result.output
 
 
+@pytest.mark.integration
 def test_no_temporary_directory_is_left_behind(tmp_path: Path, mlhome: Path) -> None:
     recipe = _recipe(tmp_path, "{{ .Release.Name }}-ok")
     scratch = tmp_path / "tmp"

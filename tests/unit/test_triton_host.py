@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mlrecipe.backends.host import images, triton
 from mlrecipe.serve import tritonserver
 from mlrecipe.spec.catalog import lookup
@@ -32,6 +34,7 @@ def test_triton_chart_is_ready_on_kserve_health() -> None:
     assert lookup("serving/triton-inference-server").health_path == "/v2/health/ready"
 
 
+@pytest.mark.integration
 def test_triton_images_map_to_the_triton_environment(tmp_path: Path, monkeypatch) -> None:
     for name in (".venv-triton", ".venv-vllm"):
         (tmp_path / name / "bin").mkdir(parents=True)

@@ -6,7 +6,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.repo import BIN, EXAMPLES, cli_env
+
+pytestmark = pytest.mark.integration  # starts real processes
 
 
 def mlrecipe(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
