@@ -82,6 +82,7 @@ def _run_init(init: dict[str, Any], data: dict[str, str], tmp_path: Path) -> Pat
     return tree
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("chart", "framework", "roles"), [
     ("training/pytorchjob-distributed", "accelerate", {"Master", "Worker"}),
     ("training/pytorchjob-distributed", "pytorch_lightning", {"Master", "Worker"}),
@@ -144,6 +145,7 @@ def test_a_tree_is_real_files_with_an_entry_at_every_reference_path(tree: genera
         assert f"from {entry.module} import " in text and text.count("sys.path") == 2, entry.path  # doc + bootstrap
 
 
+@pytest.mark.integration
 def test_a_tree_runs_on_its_own_copy_of_the_package(tmp_path: Path) -> None:
     """Without site-packages (``-S``: neither mlrecipe nor src/ importable) an entry script runs on the tree alone."""
     (tree,) = [t for t in TREES if t.framework == "accelerate"]
