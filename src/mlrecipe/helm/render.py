@@ -194,7 +194,9 @@ def _sorted(docs: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[str, str,
     )
 
 
-def _documents(chart_dir: Path, values: dict[str, Any], release: str, namespace: str):
+def _documents(
+    chart_dir: Path, values: dict[str, Any], release: str, namespace: str
+) -> list[tuple[str, str, dict[str, Any]]]:
     return _sorted(_render(chart_dir, values, release, namespace))
 
 

@@ -39,7 +39,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ray.cluster_utils import Cluster
 
 GRACE_SECONDS = float(os.environ.get("MLRECIPE_STOP_GRACE", "15"))
 DASHBOARD_TIMEOUT = float(os.environ.get("MLRECIPE_RAY_DASHBOARD_TIMEOUT", "60"))
@@ -69,7 +72,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_cluster(spec: dict, temp_dir: str, dashboard_port: int | None = None):
+def start_cluster(spec: dict[str, Any], temp_dir: str, dashboard_port: int | None = None) -> tuple[Cluster, list[str]]:
     """The running cluster (``ray.cluster_utils.Cluster``): the head (with the dashboard on 127.0.0.1:
     ``dashboard_port`` if one is given), then every worker node on this host (none with ``worker_launcher``), and
     the cluster's shape for the log. Its session files (and the address file that a bare ``ray.init()`` would

@@ -39,6 +39,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import BinaryIO
 
 STATUS_VAR = "__MLRECIPE_STATUS"
 GRACE_SECONDS = float(os.environ.get("MLRECIPE_STOP_GRACE", "15"))
@@ -139,7 +141,8 @@ def map_env_contract(env: dict[str, str], resource_config: str = SAGEMAKER_RESOU
     return add
 
 
-def wait_for_host(host: str, timeout: float, interval: float = 1.0, resolve=socket.getaddrinfo) -> str | None:
+def wait_for_host(host: str, timeout: float, interval: float = 1.0,
+                  resolve: Callable[[str, None], object] = socket.getaddrinfo) -> str | None:
     """Wait until ``host`` resolves, at most ``timeout`` seconds; ``None`` when it does, else the last error."""
     deadline = time.monotonic() + timeout
     said = False
@@ -198,7 +201,7 @@ def _log_path(program: dict, env: dict[str, str]) -> str | None:
     return os.path.join(home, "logs", step, f"node-{env.get('PET_NODE_RANK', '0')}.log")
 
 
-def _open_log(path: str | None):
+def _open_log(path: str | None) -> BinaryIO | None:
     if not path:
         return None
     try:

@@ -27,7 +27,7 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -220,7 +220,7 @@ class InProcessCall:
             if msg["type"] == "http.response.start":
                 return int(msg["status"]), {k.lower(): v for k, v in msg.get("headers") or []}
 
-    async def chunks(self):
+    async def chunks(self) -> AsyncIterator[bytes]:
         while True:
             msg = await self.queue.get()
             if msg is None:

@@ -18,6 +18,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, overload
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any, cast, overload
 from mlrecipe.serve.gateway import Gateway, GatewayConfig, openai_error
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from mlrecipe.serve.placement import CpuPlacement
 
 
@@ -86,7 +89,8 @@ class Engine:
         self.created = int(time.time())
 
     # -- generation (worker thread) --------------------------------------------------------------------
-    def generate(self, ids: list[int], p: dict[str, Any], on_text=None, cancel: threading.Event | None = None):
+    def generate(self, ids: list[int], p: dict[str, Any], on_text: Callable[[str], None] | None = None,
+                 cancel: threading.Event | None = None) -> tuple[str, int, str]:
         torch = self.torch
         gen = torch.Generator(self.device).manual_seed(p["seed"]) if p["seed"] is not None else None
         past, out_ids, text, finish = None, [], "", "length"
@@ -178,7 +182,7 @@ class Engine:
         return list(self.tokenizer(text)["input_ids"])
 
 
-def build_app(engine: Engine):
+def build_app(engine: Engine) -> Starlette:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -237,7 +241,7 @@ def build_app(engine: Engine):
                     "model": engine.name, "choices": [choice]}
             return b"data: " + json.dumps(data).encode() + b"\n\n"
 
-        async def events():
+        async def events() -> AsyncIterator[bytes]:
             try:
                 if chat:
                     first = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": engine.name,
