@@ -46,6 +46,7 @@ SetOpt = Annotated[
 BackendOptsOpt = Annotated[
     list[str] | None,
     typer.Option("--backend-opt", "-B", help="Backend option key=value (repeatable; wins over the config file); "
+                 "BACKEND.key=value for a step's own backend (-B sagemaker.mode=local); "
                  "see 'mlrecipe options BACKEND'"),
 ]
 KubeconfigOpt = Annotated[
@@ -293,7 +294,8 @@ def options(
     """List a backend's options: name, type, default and meaning.
 
     Set them in $MLRECIPE_HOME/config.yaml under the backend's name, or per command with
-    --backend-opt key=value (e.g. -B stuck_timeout=900, -B images.my/image=/opt/venv).
+    --backend-opt key=value (e.g. -B stuck_timeout=900, -B images.my/image=/opt/venv); a step's own backend
+    in a hybrid pipeline takes them with its name first (-B sagemaker.mode=local).
     """
     from mlrecipe.cli import inspect_cmd
 

@@ -18,16 +18,20 @@ if TYPE_CHECKING:
     from mlrecipe.runner.step_backends import AnyBackend, StepBackends
 
 
-def _backend(name: str | None, spec_backend: str | None, opts: list[str],
-             spec_at: tuple[str, int | None, str] | None = None) -> AnyBackend:
-    """The backend by name (command line, then the pipeline's ``backend:``, then the default) with its options;
-    an unknown name the pipeline gave is a :class:`SpecError` at ``spec_at`` (its file, line and field)."""
+def _backends(name: str | None, spec_backend: str | None, opts: list[str],
+              spec_at: tuple[str, int | None, str] | None = None) -> tuple[AnyBackend, dict[str, dict[str, Any]]]:
+    """The release's backend by name (command line, then the pipeline's ``backend:``, then the default) with its
+    options, and the command line's options of the other backends (``-B <backend>.key=value``) by name; an unknown
+    name the pipeline gave is a :class:`SpecError` at ``spec_at`` (its file, line and field)."""
     from mlrecipe.backends.options import parse_backend_opts
     from mlrecipe.backends.registry import DEFAULT_BACKEND, get_backend
     from mlrecipe.errors import SpecError, SpecIssue, UnknownBackendError
+    from mlrecipe.runner.step_backends import split_options
 
+    chosen = name or spec_backend or DEFAULT_BACKEND
     try:
-        return get_backend(name or spec_backend or DEFAULT_BACKEND, parse_backend_opts(opts))
+        own, others = split_options(chosen, parse_backend_opts(opts))
+        return get_backend(chosen, own), others
     except UnknownBackendError as exc:
         if name is None and spec_backend is not None and spec_at is not None:
             raise SpecError([SpecIssue(*spec_at, str(exc))]) from None
@@ -36,10 +40,10 @@ def _backend(name: str | None, spec_backend: str | None, opts: list[str],
 
 def record_backends(record: ReleaseRecord, opts: list[str]) -> StepBackends:
     """The backends of a recorded release (``StepBackends``): its own, with ``opts``, and those its steps ran on
-    (``.named(record.backend_of(step))``)."""
+    (``.named(record.backend_of(step))``, with their ``<backend>.key=value`` options)."""
     from mlrecipe.runner.step_backends import StepBackends
 
-    return StepBackends(_backend(record.backend, None, opts))
+    return StepBackends(*_backends(record.backend, None, opts))
 
 
 def summary(record: ReleaseRecord) -> dict[str, Any]:
@@ -69,9 +73,9 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
         spec = spec_from_inputs(inputs)
         if inputs["kind"] == "install" and inputs.get("namespace"):
             spec = type(spec)(spec.release, inputs["namespace"], spec.steps, spec.backend, spec.source)
-        impl = _backend(backend, spec.backend, opts, spec.backend_at)
+        impl, others = _backends(backend, spec.backend, opts, spec.backend_at)
         runner = ReleaseRunner(spec, impl, inputs, make_display("json" if dry_run else out), force=force,
-                               max_parallel=max_parallel, keep_going=keep_going)
+                               max_parallel=max_parallel, keep_going=keep_going, backend_options=others)
         problems = runner.problems()
         if problems:
             for p in problems:
@@ -130,11 +134,11 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
             if record.state is StepState.SUCCEEDED:
                 print(f"release {record.address} already succeeded; nothing to do")
                 return ExitCode.OK
-            impl = _backend(record.backend, None, opts)
+            impl, others = _backends(record.backend, None, opts)
             inputs = restore(record.inputs, dict(os.environ))
             spec = spec_from_inputs(inputs)
             runner = ReleaseRunner(spec, impl, inputs, make_display(out), max_parallel=max_parallel,
-                                   keep_going=keep_going)
+                                   keep_going=keep_going, backend_options=others)
             for step in record.steps.values():
                 if step.state is StepState.RUNNING and step.handle:
                     step_impl = runner.backends.named(record.backend_of(step))

@@ -60,18 +60,19 @@ def _plan_all(spec: ReleaseSpec, backend: str | None, opts: list[str]) -> str | 
     """Plan every step on ``backend`` as a dry run would (nothing written); problems raise ``SpecError``."""
     if backend is None:
         return None
-    from mlrecipe.cli.execute import _backend
+    from mlrecipe.cli.execute import _backends
     from mlrecipe.errors import SpecIssue, UserError
     from mlrecipe.runner.progress import QuietDisplay
     from mlrecipe.runner.release import ReleaseRunner
 
     try:
-        default = _backend(None if backend == spec.backend else backend, spec.backend, opts, spec.backend_at)
+        default, others = _backends(None if backend == spec.backend else backend, spec.backend, opts, spec.backend_at)
     except UserError as exc:
         if isinstance(exc, SpecError):
             raise
         raise SpecError.single("--backend", str(exc)) from None
-    runner = ReleaseRunner(spec, default, {}, QuietDisplay())  # an unknown step backend: its file and line
+    # an unknown step backend: its file and line
+    runner = ReleaseRunner(spec, default, {}, QuietDisplay(), backend_options=others)
     problems = runner.problems()
     if problems:
         raise SpecError([SpecIssue(spec.source.split(",")[0] or "<input>", None, "", p) for p in problems])

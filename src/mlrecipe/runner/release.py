@@ -87,11 +87,12 @@ class ReleaseRunner:
     force: bool = False
     max_parallel: int = 4
     keep_going: bool = False
+    backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # other backends' (-B NAME.key=value)
     _said: set[str] = field(default_factory=set)
     backends: StepBackends = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.backends = StepBackends.for_release(self.spec, self.backend)
+        self.backends = StepBackends.for_release(self.spec, self.backend, self.backend_options)
 
     @property
     def context(self) -> ReleaseContext:
