@@ -58,7 +58,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The pinned CPU wheel first: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==$(TORCH_VERSION) numpy
-	$(BIN)/pip install -q -e '.[ml,frameworks,kubernetes,notebook,dev,sagemaker]'
+	$(BIN)/pip install -q -e '.[ml,frameworks,kubernetes,notebook,dev,sagemaker,megatron]'
 	touch $@
 
 venv: $(STAMP)

@@ -52,6 +52,11 @@ _VL_TOOLS = (
 _LIGHTNING_ENTRIES = {"fine_tune.py": "fine_tune", "convert_checkpoint_to_hf.py": "convert_checkpoint_to_hf",
                       "test_checkpoint.py": "test_checkpoint"}
 
+_MEGATRON_ENTRIES = (
+    Entry("data/prepare.py", "mlrecipe_scripts.megatron.data.prepare"),
+    Entry("data/sample_corpus.py", "mlrecipe_scripts.megatron.data.sample_corpus", ("main",), "sys.exit(main())"),
+)
+
 TREES: tuple[Tree, ...] = (
     Tree("training/pytorchjob-distributed", "accelerate", ("core", "hf_trainer", "accelerate"), (
         *_entries("mlrecipe_scripts.accelerate", {
@@ -82,4 +87,6 @@ TREES: tuple[Tree, ...] = (
         }),
         *_VL_TOOLS,
     )),
+    *(Tree(chart, "megatron", ("core", "megatron"), _MEGATRON_ENTRIES)
+      for chart in ("data-prep/mpijob-data-process", "training/pytorchjob-distributed")),
 )

@@ -16,6 +16,7 @@ FRAMEWORK_PACKAGES: dict[str, tuple[str, ...]] = {
     "nemo2": ("nemo", "nemo_run"),
     "ray_train": ("ray", "transformers"),
     "encoder_transformers": ("transformers",),
+    "megatron": ("numpy", "tokenizers", "zstandard"),
 }
 
 

@@ -1,0 +1,1 @@
+"""Megatron data preparation: shards -> ``.bin/.idx`` (see :mod:`.prepare`)."""

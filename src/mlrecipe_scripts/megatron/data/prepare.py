@@ -1,0 +1,330 @@
+"""``data/prepare.py``: Pile-shaped shards -> Megatron ``.bin/.idx`` files, across MPI ranks, resumable, honest.
+
+Stages (``--stages``, default all three, each shard in turn):
+
+- ``download``: ``<source-url>/NN<suffix>`` -> ``<data-dir>/NN<suffix>`` through ``NN<suffix>.part``; HTTP status,
+  Content-Length and (with ``--checksum-file``, ``sha256sum`` format) sha256 checked before the rename.
+- ``extract``: ``NN.jsonl.zst`` / ``NN.jsonl.gz`` -> ``NN.jsonl`` (a truncated stream is an error).
+- ``preprocess``: the documents' ``--json-key`` field, tokenized (``--workers`` processes per rank), plus the
+  end-of-document token with ``--append-eod``, into ``<data-dir>/<output-prefix>_NN_text_document.bin/.idx``
+  (megatron-core's builder when it imports, else the same format written here). Without the extract stage the
+  compressed shard is read as a stream.
+
+Ranks: rank and size come from ``OMPI_COMM_WORLD_RANK``/``SIZE`` (then ``PMI_RANK``/``PMI_SIZE``, ``RANK``/
+``WORLD_SIZE``; else 0 of 1). The sorted file numbers are split contiguously, as NeMo-Megatron-Launcher did: with
+``q, r = divmod(n_files, size)`` rank ``k`` takes positions ``k*q + min(k, r)`` up to ``(k+1)*q + min(k+1, r)``
+(the first ``r`` ranks take one more; ranks beyond the number of files take none). 0-9 on 4 ranks: 0-2, 3-5, 6-7, 8-9.
+
+Done means proven: every file gets a ``<file>.done`` marker (sizes, sha256, settings) written after it is in place;
+a re-run redoes only files without a valid marker. Rank 0 copies the tokenizer files into ``<data-dir>/tokenizer/``,
+waits for every rank's report in ``<data-dir>/.prepare-status/`` (ranks of one launch share the launcher's job id,
+or ``--run-id``) and writes ``<data-dir>/manifest.json`` last, only when every rank succeeded (it removes a previous
+manifest first). Any failure: one ``error: rank R: <file>: ...`` line and exit status 1; bad flags exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mlrecipe_scripts.core.script_core import ScriptError, offline_defaults, run_main
+from mlrecipe_scripts.megatron.data import fetch, markers, ranks
+from mlrecipe_scripts.megatron.data.documents import SUFFIXES, ShardFormatError, extract
+from mlrecipe_scripts.megatron.data.indexed import optimal_dtype
+from mlrecipe_scripts.megatron.data.preprocess import Encoding, preprocess
+from mlrecipe_scripts.megatron.data.tokenizer import Tokenizer, TokenizerError, TokenizerSource, load
+
+STAGES = ("download", "extract", "preprocess")
+MANIFEST_VERSION = 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The script's flags."""
+    parser = argparse.ArgumentParser(
+        prog="data/prepare.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Download, extract and tokenize Pile-shaped shards into Megatron .bin/.idx files on MPI ranks.",
+        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None)
+    parser.add_argument("--source-url", help="base URL; the shard's file name NN<suffix> is appended")
+    parser.add_argument("--file-numbers", required=True, help="shards to prepare: '0-5', '0,3,7-9'")
+    parser.add_argument("--data-dir", required=True, help="shared folder for downloads, outputs and manifest.json")
+    parser.add_argument("--output-prefix", default="pile", help="outputs <data-dir>/<prefix>_NN_text_document.*")
+    parser.add_argument("--shard-suffix", default=".jsonl.zst", choices=SUFFIXES, help="the shards' file type")
+    tok = parser.add_argument_group("tokenizer (a folder, or GPT-2 BPE files)")
+    tok.add_argument("--tokenizer-dir", help="a Hugging Face tokenizer folder (read offline)")
+    tok.add_argument("--vocab-file", help="GPT-2 BPE vocab.json")
+    tok.add_argument("--merge-file", help="GPT-2 BPE merges.txt")
+    tok.add_argument("--eod-token", help="end-of-document token (default: the tokenizer's eos, or <|endoftext|>)")
+    parser.add_argument("--append-eod", action="store_true", help="append the end-of-document token to each document")
+    parser.add_argument("--json-key", default="text", help="the JSON field holding a document's text")
+    parser.add_argument("--stages", default=",".join(STAGES), help="comma list of download, extract, preprocess")
+    parser.add_argument("--rm-downloaded", action="store_true", help="remove a shard's download once it is used")
+    parser.add_argument("--rm-extracted", action="store_true", help="remove a shard's .jsonl once it is tokenized")
+    parser.add_argument("--checksum-file", help="sha256sum-style list '<sha256>  NN<suffix>' checked per download")
+    parser.add_argument("--workers", type=int, default=1, help="tokenizer processes per rank")
+    parser.add_argument("--writer", default="auto", choices=("auto", "megatron", "builtin"),
+                        help="auto: megatron-core's IndexedDatasetBuilder when it imports, else the built-in writer")
+    parser.add_argument("--retries", type=int, default=2, help="retries of a download after a transient error")
+    parser.add_argument("--run-id", help="id shared by the ranks of one run (default: the MPI launcher's job id)")
+    parser.add_argument("--wait-timeout", type=float, default=7 * 86400.0,
+                        help="seconds rank 0 waits for the other ranks' reports")
+    return parser
+
+
+class ShardFailure(Exception):
+    """A failure while working on one file (reported with the rank and that file)."""
+
+    def __init__(self, file: str, message: str) -> None:
+        super().__init__(f"{file}: {message}")
+
+
+class Preparation:
+    """One rank's work: its shards through the requested stages, then its report (and rank 0's manifest)."""
+
+    def __init__(self, args: argparse.Namespace, stages: list[str], numbers: list[int], world: ranks.World) -> None:
+        self.args = args
+        self.stages = stages
+        self.numbers = numbers
+        self.world = world
+        self.data_dir = Path(args.data_dir)
+        self.mine = ranks.split_contiguous(numbers, world.rank, world.size)
+        self.run_id = args.run_id or world.run_id
+        self.source: TokenizerSource | None = None
+        self.tok: Tokenizer | None = None
+        self.encoding: Encoding | None = None
+        self.run_key = hashlib.sha256(json.dumps(vars(args), sort_keys=True).encode()).hexdigest()
+        self.fingerprint = self.run_key
+        self.checksums: dict[str, str] | None = None
+
+    def log(self, message: str) -> None:
+        print(f"[rank {self.world.rank}/{self.world.size}] {message}", flush=True)
+
+    def setup(self) -> None:
+        """Tokenizer (loaded and checked on every rank), checksums; rank 0 clears the old manifest."""
+        args = self.args
+        if "preprocess" in self.stages:
+            try:
+                self.source = TokenizerSource.from_args(args.tokenizer_dir, args.vocab_file, args.merge_file,
+                                                        args.eod_token)
+                self.tok = load(self.source)
+                if args.append_eod and self.tok.eod_id is None:
+                    raise TokenizerError("no end-of-document token found for --append-eod (set --eod-token)")
+                fingerprint = self.source.fingerprint()
+            except (TokenizerError, OSError) as exc:
+                where = args.tokenizer_dir or args.vocab_file or "tokenizer"
+                raise ShardFailure(f"tokenizer {where}", str(exc)) from None
+            dtype = optimal_dtype(self.tok.vocab_size).name
+            self.encoding = Encoding(self.source, args.json_key, args.append_eod, dtype)
+            self.fingerprint = hashlib.sha256(json.dumps(
+                [fingerprint, args.json_key, args.append_eod, dtype]).encode()).hexdigest()
+            if self.world.rank == 0:
+                (self.data_dir / markers.MANIFEST).unlink(missing_ok=True)
+        if args.checksum_file:
+            try:
+                self.checksums = fetch.read_checksums(Path(args.checksum_file))
+            except (OSError, ValueError) as exc:
+                raise ShardFailure(args.checksum_file, str(exc)) from None
+
+    def paths(self, number: int) -> tuple[Path, Path, Path]:
+        """(download, extracted .jsonl, output prefix) of shard ``number``."""
+        name = ranks.shard_name(number)
+        compressed = self.data_dir / f"{name}{self.args.shard_suffix}"
+        prefix = self.data_dir / f"{self.args.output_prefix}_{name}_text_document"
+        return compressed, self.data_dir / f"{name}.jsonl", prefix
+
+    def shard(self, number: int) -> None:
+        compressed, extracted, prefix = self.paths(number)
+        bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
+        out_marker = prefix.with_name(prefix.name + ".done")
+        if "preprocess" in self.stages and markers.done(out_marker, self.fingerprint):
+            self.log(f"{prefix.name}: complete, skipped")
+            self.cleanup(compressed, extracted, tokenized=True)
+            return
+        if "download" in self.stages:
+            self.download(compressed)
+        if "extract" in self.stages and extracted != compressed:
+            self.extract(compressed, extracted)
+        if "preprocess" in self.stages:
+            source = extracted if self.usable(extracted) else compressed
+            if not source.is_file():
+                raise ShardFailure(compressed.name, "no input: the shard was neither downloaded nor extracted")
+            self.tokenize(source, bin_path, idx_path, out_marker)
+        self.cleanup(compressed, extracted, tokenized="preprocess" in self.stages)
+
+    def usable(self, extracted: Path) -> bool:
+        if markers.done(markers.marker_path(extracted), None):
+            return True
+        return "extract" not in self.stages and extracted.is_file()
+
+    def download(self, target: Path) -> None:
+        if not self.args.source_url:
+            raise ShardFailure(target.name, "the download stage needs --source-url")
+        url = f"{self.args.source_url.rstrip('/')}/{target.name}"
+        expected = None
+        if self.checksums is not None:
+            expected = self.checksums.get(target.name)
+            if expected is None:
+                raise ShardFailure(target.name, f"not listed in the checksum file {self.args.checksum_file}")
+        marker = markers.marker_path(target)
+        fingerprint = f"{url} {expected or ''}"
+        if markers.done(marker, fingerprint):
+            self.log(f"{target.name}: downloaded before, skipped")
+            return
+        markers.forget(target)
+        started = time.monotonic()
+        try:
+            fetch.download(url, target, expected, retries=self.args.retries)
+        except fetch.FetchError as exc:
+            raise ShardFailure(target.name, str(exc)) from None
+        markers.mark_done(marker, {"download": target}, fingerprint, url=url)
+        self.log(f"{target.name}: downloaded {target.stat().st_size} bytes in {time.monotonic() - started:.1f} s")
+
+    def extract(self, compressed: Path, extracted: Path) -> None:
+        marker = markers.marker_path(extracted)
+        if markers.done(marker, compressed.name):
+            self.log(f"{extracted.name}: extracted before, skipped")
+            return
+        if not compressed.is_file():
+            raise ShardFailure(compressed.name, "no such file to extract (run the download stage)")
+        markers.forget(extracted)
+        try:
+            size = extract(compressed, extracted)
+        except ShardFormatError as exc:
+            raise ShardFailure(compressed.name, str(exc)) from None
+        markers.mark_done(marker, {"jsonl": extracted}, compressed.name)
+        self.log(f"{compressed.name}: extracted {size} bytes")
+
+    def tokenize(self, source: Path, bin_path: Path, idx_path: Path, marker: Path) -> None:
+        assert self.encoding is not None and self.tok is not None
+        markers.forget(bin_path, idx_path)
+        marker.unlink(missing_ok=True)
+        bin_part = bin_path.with_name(bin_path.name + ".part")
+        idx_part = idx_path.with_name(idx_path.name + ".part")
+        started = time.monotonic()
+        try:
+            counts = preprocess(source, bin_part, idx_part, self.encoding, self.tok, self.args.workers,
+                                self.args.writer)
+        except ShardFormatError as exc:
+            bin_part.unlink(missing_ok=True)
+            idx_part.unlink(missing_ok=True)
+            raise ShardFailure(source.name, str(exc)) from None
+        except BaseException:
+            bin_part.unlink(missing_ok=True)
+            idx_part.unlink(missing_ok=True)
+            raise
+        os.replace(bin_part, bin_path)
+        os.replace(idx_part, idx_path)
+        seconds = time.monotonic() - started
+        markers.mark_done(marker, {"bin": bin_path, "idx": idx_path}, self.fingerprint, source=source.name,
+                          documents=counts.documents, tokens=counts.tokens, skipped_empty=counts.skipped_empty,
+                          dtype=self.encoding.dtype, writer=counts.writer, seconds=round(seconds, 3))
+        self.log(f"{source.name}: {counts.documents} documents, {counts.tokens} tokens in {seconds:.1f} s "
+                 f"({counts.writer} writer) -> {bin_path.name}")
+
+    def cleanup(self, compressed: Path, extracted: Path, tokenized: bool) -> None:
+        if self.args.rm_extracted and tokenized and extracted != compressed:
+            markers.forget(extracted)
+        extracted_done = markers.done(markers.marker_path(extracted), None) is not None
+        if self.args.rm_downloaded and (tokenized or extracted_done):
+            markers.forget(compressed)
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest of every shard's outputs (rank 0, after every rank reported success)."""
+        assert self.source is not None and self.tok is not None and self.encoding is not None
+        prefixes = []
+        for number in self.numbers:
+            prefix = self.paths(number)[2]
+            data = markers.done(prefix.with_name(prefix.name + ".done"), self.fingerprint)
+            if data is None:
+                raise ShardFailure(prefix.name, "not complete although every rank reported success")
+            prefixes.append({"prefix": prefix.name, "file_number": number, "documents": data["documents"],
+                             "tokens": data["tokens"], "bin": data["files"]["bin"], "idx": data["files"]["idx"],
+                             "writer": data["writer"]})
+        return {
+            "format": "megatron-indexed-dataset", "version": MANIFEST_VERSION, "dtype": self.encoding.dtype,
+            "source_url": self.args.source_url, "file_numbers": self.numbers, "json_key": self.args.json_key,
+            "append_eod": self.args.append_eod, "ranks": self.world.size,
+            "documents": sum(p["documents"] for p in prefixes), "tokens": sum(p["tokens"] for p in prefixes),
+            "prefixes": prefixes,
+            "tokenizer": {"kind": self.source.kind, "dir": "tokenizer", "vocab_size": self.tok.vocab_size,
+                          "eod_id": self.tok.eod_id,
+                          "files": self.source.copy_to(self.data_dir / "tokenizer")},
+        }
+
+    def run(self) -> int:
+        self.log(f"file numbers {self.mine or 'none'} of {len(self.numbers)}; stages {','.join(self.stages)}")
+        markers.status_path(self.data_dir, self.world.rank).unlink(missing_ok=True)
+        try:
+            self.setup()
+            for number in self.mine:
+                self.shard(number)
+        except ShardFailure as exc:
+            return self.fail(str(exc))
+        except OSError as exc:
+            return self.fail(f"{exc.filename or self.data_dir}: {exc.strerror or exc}")
+        markers.report(self.data_dir, self.world.rank, self.run_id, self.run_key, None, self.mine)
+        if self.world.rank != 0:
+            return 0
+        return self.finish()
+
+    def finish(self) -> int:
+        """Rank 0: wait for the others, then write the manifest (preprocess stage only)."""
+        try:
+            found = markers.wait_for_ranks(self.data_dir, self.world.size, self.run_id, self.run_key,
+                                           self.args.wait_timeout)
+        except TimeoutError as exc:
+            return self.fail(f"{self.data_dir / markers.STATUS_DIR}: {exc}; no manifest written", report=False)
+        failed = [data for data in found.values() if not data.get("ok")]
+        if failed:
+            return self.fail(f"{failed[0]['error']}; no manifest written", report=False, prefix=False)
+        if "preprocess" not in self.stages:
+            self.log("every rank succeeded (no preprocess stage: no manifest)")
+            return 0
+        try:
+            manifest = self.manifest()
+        except ShardFailure as exc:
+            return self.fail(str(exc), report=False)
+        markers.write_json(self.data_dir / markers.MANIFEST, manifest)
+        self.log(f"every rank succeeded: {manifest['documents']} documents, {manifest['tokens']} tokens in "
+                 f"{len(manifest['prefixes'])} files; wrote {self.data_dir / markers.MANIFEST}")
+        return 0
+
+    def fail(self, message: str, report: bool = True, prefix: bool = True) -> int:
+        text = f"rank {self.world.rank}: {message}" if prefix else message
+        if report:
+            markers.status_path(self.data_dir, self.world.rank).parent.mkdir(parents=True, exist_ok=True)
+            markers.report(self.data_dir, self.world.rank, self.run_id, self.run_key, text, self.mine)
+        raise ScriptError(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the flags, then run this rank's share (see the module docstring)."""
+    offline_defaults()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown or not stages:
+        parser.error(f"--stages: {', '.join(unknown) or 'empty'} not among {', '.join(STAGES)}")
+    try:
+        numbers = ranks.parse_file_numbers(args.file_numbers)
+        world = ranks.world()
+    except ValueError as exc:
+        parser.error(f"--file-numbers: {exc}" if "file numbers" in str(exc) else str(exc))
+    if "download" in stages and not args.source_url:
+        parser.error("--source-url is required by the download stage")
+    if "preprocess" in stages and not (args.tokenizer_dir or (args.vocab_file and args.merge_file)):
+        parser.error("the preprocess stage needs --tokenizer-dir, or --vocab-file with --merge-file")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    Path(args.data_dir).mkdir(parents=True, exist_ok=True)
+    return Preparation(args, stages, numbers, world).run()
+
+
+if __name__ == "__main__":
+    run_main(main)
