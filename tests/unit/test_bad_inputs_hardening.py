@@ -48,6 +48,8 @@ CASES = [
     ("set-value", "image: !!set {a, b}\n" + TRAIN, PYTORCH, [], "image: YAML document refused: !!set values", 1),
     ("key-of-another-block", "nnodes: 2\n" + TRAIN, PYTORCH, [],
      "nnodes: unknown key 'nnodes' here (it is a key of another block)", 1),
+    ("quantity-unreadable", "resources:\n  limits:\n    nvidia.com/gpu: " + "x" * 300 + "\n" + TRAIN, PYTORCH, [],
+     "resources.limits.nvidia.com/gpu: cannot read quantity 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...'", 3),
     ("kubernetes-inf-value", "image: python:3.11\nkueue: {weight: .inf}\n" + TRAIN, PYTORCH,
      ["--backend", "kubernetes"], "kueue.weight: inf cannot be given to Helm (JSON has no infinity or NaN)", 2),
     ("kubernetes-null-block", "image: python:3.11\nresources: null\n" + TRAIN, PYTORCH, ["--backend", "kubernetes"],

@@ -7,6 +7,7 @@ with no value, as the reference's values files have) mean "use the default".
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -22,15 +23,22 @@ from typing_extensions import TypedDict
 
 from mlrecipe.spec.model import Model
 
+#: Kubernetes' quantity syntax (k8s.io/apimachinery resource.Quantity): a number, an exponent or a suffix.
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
 
-def _finite(value: str | int | float) -> str | int | float:
+
+def _quantity(value: str | int | float) -> str | int | float:
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("must be a finite number or a quantity such as 500m, 4 or 16Gi")
+    if isinstance(value, str) and not _QUANTITY.match(value.strip()):
+        shown = value if len(value) <= 40 else f"{value[:37]}..."
+        raise ValueError(f"cannot read quantity {shown!r}: give a number, optionally with a suffix such as 500m, "
+                         "4 or 16Gi")
     return value
 
 
 #: A Kubernetes resource quantity: a number or a string such as ``500m``, ``16Gi`` (never .nan or .inf).
-Quantity = Annotated[str | int | float, AfterValidator(_finite)]
+Quantity = Annotated[str | int | float, AfterValidator(_quantity)]
 
 
 def _as_list(value: Any) -> Any:
