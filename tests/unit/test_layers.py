@@ -30,6 +30,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,7 @@ class Tree:
                 parts.pop()
             self.paths[".".join(parts)] = path
 
-    @property
+    @cached_property
     def backend_packages(self) -> list[str]:
         return sorted(p.name for p in (self.root / "mlrecipe" / "backends").iterdir()
                       if p.is_dir() and p.name not in ("host", "__pycache__"))
