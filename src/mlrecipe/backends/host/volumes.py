@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlrecipe.config import default_volume_root, read_config
 from mlrecipe.spec.framework_scripts import SCRIPTS_DIR, framework_scripts
 from mlrecipe.spec.load import StepSpec
 from mlrecipe.spec.recipe import Recipe
@@ -31,6 +32,18 @@ class Mount:
     target: str
     fill_from: Path | None = None
     fill_files: tuple[str, ...] = ()
+
+
+def local_volume_root(configured: str | None = None) -> Path:
+    """The directory of this machine's pvc volumes, one sub-directory per pvc name, for a backend other than the
+    local one that shares them (SageMaker's local mode): ``configured``, else the config file's ``local.root``, else
+    ``$MLRECIPE_HOME/volumes``, where the local backend's steps find them too."""
+    if configured:
+        return Path(configured).expanduser()
+    doc = read_config()
+    section = doc.data.get("local") if doc is not None and isinstance(doc.data, dict) else None
+    root = section.get("root") if isinstance(section, dict) else None
+    return Path(root).expanduser() if isinstance(root, str) and root else default_volume_root()
 
 
 def plan_mounts(recipe: Recipe, pvc_source: Callable[[str], Path], scratch: Path) -> tuple[list[Mount], dict[str, str]]:

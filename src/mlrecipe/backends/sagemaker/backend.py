@@ -24,7 +24,7 @@ from mlrecipe.backends.sagemaker.handle import SageMakerHandle
 from mlrecipe.backends.sagemaker.logs import fetch_stream
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.backends.sagemaker.plan import SageMakerPlan
-from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request
+from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request, register_local_file_system
 from mlrecipe.backends.sagemaker.running import SageMakerRunningStep, stop_job
 from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, issues_of
 from mlrecipe.errors import BackendError, SpecError, SpecIssue, TransientBackendError
@@ -32,6 +32,7 @@ from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
 HANDLE_FILE = "sagemaker-job.json"
+LOCAL_FILE_SYSTEMS = "file-systems"  #: under the local mode's root: its file systems (LocalSageMakerClient's default)
 #: Jobs that a re-run adopts (the same plan, running or done); a failed or stopped one gets a new attempt.
 ADOPTABLE = frozenset({"InProgress", "Completed"})
 SUBMIT_RETRY_DELAYS = (1.0, 3.0)  #: seconds before the 2nd and 3rd try of a submission that met a transient error
@@ -106,7 +107,7 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
             step=step.name, chart=step.chart.name, request=request.request, program=request.program,
             program_uri=request.request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"],
             job_prefix=name.rpartition("-")[0], digest=request.digest, step_dir=ctx.step_dir(step.name),
-            notes=request.notes)
+            notes=request.notes, local_file_systems=request.local_file_systems)
 
     def _handle(self, job_name: str, adopted: bool = False) -> SageMakerHandle:
         o = self.options
@@ -133,6 +134,8 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
             attempt = 1 + max((names.attempt_of(n, plan.job_prefix) or 0 for n in listed), default=0)
             request = self._attempt_request(plan, ctx, attempt)
             self._upload(plan)
+            for fs_id, directory in plan.local_file_systems.items():
+                register_local_file_system(self.options.local_dir() / LOCAL_FILE_SYSTEMS, fs_id, Path(directory))
             call(f"CreateTrainingJob {request['TrainingJobName']}", client.create_training_job, **request)
             handle = self._handle(request["TrainingJobName"])
         self._save_handle(plan.step_dir, handle)

@@ -67,13 +67,22 @@ class SageMakerOptions(BackendOptions):
     network_isolation: bool = Field(False, description="EnableNetworkIsolation (no outbound network in the container)")
     file_systems: dict[str, FileSystem] = Field(
         default_factory=dict, description="pvc name -> file system mounted as a channel at the pvc's mount path "
-        "(pvcs without one are not mounted)")
+        "(mode aws: pvcs without one are not mounted; mode local: they are the local backend's volumes)")
     tags: dict[str, str] = Field(default_factory=dict, description="Tags of every training job (besides mlrecipe's)")
     poll_seconds: float = Field(15.0, gt=0, description="How often the runner describes a running job")
     log_group: str = Field("/aws/sagemaker/TrainingJobs", description="CloudWatch log group of training jobs")
     local_root: str | None = Field(
         None, description="local mode: where jobs live (default $MLRECIPE_HOME/sagemaker-local)")
+    volume_root: str | None = Field(
+        None, description="local mode: directory of the pvc volumes mounted for pvcs without a file_systems entry, "
+        "one sub-directory per pvc (default: the local backend's, local.root or $MLRECIPE_HOME/volumes)")
 
     def local_dir(self) -> Path:
         """The local mode's root directory."""
         return Path(self.local_root).expanduser() if self.local_root else mlrecipe_home() / "sagemaker-local"
+
+    def volume_dir(self, pvc: str) -> Path:
+        """local mode: the directory mounted for ``pvc`` when ``file_systems`` names none (the local backend's)."""
+        from mlrecipe.backends.host.volumes import local_volume_root
+
+        return local_volume_root(self.volume_root) / pvc

@@ -30,6 +30,7 @@ class SageMakerPlan(Plan):
     digest: str
     step_dir: Path
     notes: list[str] = field(default_factory=list)
+    local_file_systems: dict[str, str] = field(default_factory=dict)  #: mode local: file system id -> directory
 
     @property
     def node_count(self) -> int:

@@ -3,7 +3,8 @@ field came from (so that a bad value is reported at the recipe's file, line and 
 
 Mapping: ``resources.nnodes`` -> ``InstanceCount``; ``resources.node_type`` -> the ``ml.`` instance type;
 ``ebs.storage`` -> ``VolumeSizeInGB``; a pvc with a file system in ``file_systems`` -> a file-system channel
-(FSx for Lustre or EFS, with the VPC config) that the step runtime sees at the pvc's mount path;
+(FSx for Lustre or EFS, with the VPC config) that the step runtime sees at the pvc's mount path (in mode local a pvc
+without one is the local backend's volume directory, so local and SageMaker-local steps share ``/fsx``);
 ``sagemaker.inputs`` -> data channels; the command block's ``env`` -> ``Environment``. The container runs
 mlrecipe's step runtime from the ``mlrecipe`` channel, which carries the step program.
 """
@@ -12,15 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.host.contract import contract_env, recipe_env, step_program
 from mlrecipe.backends.sagemaker import names
-from mlrecipe.backends.sagemaker.options import SageMakerOptions
+from mlrecipe.backends.sagemaker.options import FileSystem, SageMakerOptions
 from mlrecipe.metrics import METRICS_VAR
 from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.load import StepSpec
@@ -51,6 +54,7 @@ class TrainingRequest:
     origins: dict[str, Origin] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     secrets: list[tuple[str, str]] = field(default_factory=list)  #: (variable, recipe field) refused
+    local_file_systems: dict[str, str] = field(default_factory=dict)  #: mode local: file system id -> directory
 
     def origin(self, request_path: str) -> Origin | None:
         """The origin of the longest recorded prefix of ``request_path``."""
@@ -133,8 +137,15 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     channels: list[dict[str, Any]] = []
     origins["InputDataConfig[0]"] = ("option", "s3_prefix")
     links: list[str] = []
+    local = options.mode == "local"
+    local_file_systems: dict[str, str] = {}
     for pvc in recipe.pvc:
         fs = options.file_systems.get(pvc.name)
+        if fs is None and local:
+            fs = local_file_system(pvc.name)
+            local_file_systems[fs.id] = str(options.volume_dir(pvc.name))
+            notes.append(f"pvc {pvc.name} ({pvc.mount_path}): local mode mounts {options.volume_dir(pvc.name)}, the "
+                         f"local backend's volume, as file system {fs.id}")
         if fs is None:
             notes.append(f"pvc {pvc.name} ({pvc.mount_path}) is not mounted: name its file system with "
                          f"-B file_systems.{pvc.name}.id=fs-... (FSx for Lustre or EFS, with subnets)")
@@ -143,13 +154,11 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
         channels.append({"ChannelName": pvc.name, "DataSource": {"FileSystemDataSource": {
             "FileSystemId": fs.id, "FileSystemAccessMode": fs.access_mode, "FileSystemType": fs.type,
             "DirectoryPath": fs.directory_path}}, "InputMode": "File"})
-        target = f"{CHANNEL_ROOT}/{pvc.name}"
-        parent = _parent(pvc.mount_path)
-        mkdir = f"mkdir -p {shlex.quote(parent)} && " if parent != "/" else ""
-        links.append(f"{mkdir}ln -sfn {shlex.quote(target)} {shlex.quote(pvc.mount_path)}")
+        links.append(_link(f"{CHANNEL_ROOT}/{pvc.name}", pvc.mount_path, local))
     if links:
         program["inline_script"] = [";\n".join(links), *program["inline_script"]]
-        notes.append("file-system channels are linked at the recipes' pvc mount paths before the step runs")
+        notes.append("file-system channels are " + ("bind-mounted" if local else "linked")
+                     + " at the recipes' pvc mount paths before the step runs")
     for i, item in enumerate(recipe.sagemaker.inputs if recipe.sagemaker else []):
         origins[f"InputDataConfig[{len(channels) + 1}]"] = ("recipe", f"sagemaker.inputs[{i}].uri")
         origins[f"InputDataConfig[{len(channels) + 1}].ChannelName"] = ("recipe", f"sagemaker.inputs[{i}].name")
@@ -169,7 +178,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     origins.update({"RoleArn": ("option", "role_arn"), "OutputDataConfig": ("option", "s3_prefix"),
                     "StoppingCondition.MaxRuntimeInSeconds": ("option", "max_run")})
     _optional(request, options, origins)
-    tr = TrainingRequest(request, program, origins, notes, secrets)
+    tr = TrainingRequest(request, program, origins, notes, secrets, local_file_systems)
     tr.digest = digest = tr.content_digest()  # before the program's URI, which holds it, is filled in
     request["InputDataConfig"][0] = _s3_channel(PROGRAM_CHANNEL, program_uri(options, ctx, step.name, digest))
     prefix = names.job_prefix(ctx.namespace, ctx.release, step.name, digest)
@@ -187,6 +196,38 @@ def _remote(env: dict[str, str] | None) -> dict[str, str]:
 
 def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
+
+
+def _link(channel: str, mount_path: str, local: bool) -> str:
+    """The shell line that shows a file-system channel at a pvc's mount path: a link in a SageMaker container
+    (its own root file system); a bind mount in local mode, whose hosts share this machine's file system but
+    each has its own mount namespace."""
+    if local:
+        return f"mkdir -p {shlex.quote(mount_path)} && mount --bind {shlex.quote(channel)} {shlex.quote(mount_path)}"
+    parent = _parent(mount_path)
+    mkdir = f"mkdir -p {shlex.quote(parent)} && " if parent != "/" else ""
+    return f"{mkdir}ln -sfn {shlex.quote(channel)} {shlex.quote(mount_path)}"
+
+
+def local_file_system(pvc: str) -> FileSystem:
+    """The file system that stands for the local volume of ``pvc`` in mode local: its id (``fs-`` and hex digits, as
+    SageMaker's pattern wants) is derived from the pvc's name; :func:`register_local_file_system` makes the volume's
+    directory the local mode's file system of that id when the job is created."""
+    digest = hashlib.sha256(pvc.encode()).hexdigest()[:17]
+    return FileSystem(id=f"fs-{digest}", type="EFS" if "efs" in pvc.lower() else "FSxLustre")
+
+
+def register_local_file_system(file_systems_root: Path, fs_id: str, directory: Path) -> None:
+    """Make ``directory`` the local mode's file system ``fs_id`` (``file_systems_root/<id>`` links to it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    file_systems_root.mkdir(parents=True, exist_ok=True)
+    entry = file_systems_root / fs_id
+    if entry.is_symlink() and Path(os.readlink(entry)) == directory:
+        return
+    tmp = file_systems_root / f".{fs_id}.{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(directory, target_is_directory=True)
+    os.replace(tmp, entry)
 
 
 def _environment(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None,
