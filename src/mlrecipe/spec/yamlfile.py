@@ -92,11 +92,11 @@ class _Loader(yaml.SafeLoader):
                        "text, numbers, booleans, lists and mappings", node.start_mark.line + 1,
                        self.node_locs.get(id(node), ()))
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
                 raise _Refused(f"nesting deeper than {MAX_DEPTH} levels", mark.line + 1)
             return super().compose_node(parent, index)
         finally:
