@@ -15,13 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mlrecipe.errors import UnknownChartError
 from mlrecipe.spec import recipe as recipe_models
-from mlrecipe.spec.catalog import (
-    CHART_SPECIFIC_BLOCKS,
-    ChartInfo,
-    UnknownChartError,
-    lookup,
-)
+from mlrecipe.spec.catalog import CHART_SPECIFIC_BLOCKS, ChartInfo, lookup
 from mlrecipe.spec.errors import SpecError, SpecIssue, format_path, parse_path
 from mlrecipe.spec.framework_scripts import framework_warnings
 from mlrecipe.spec.issues import ValueSources, pydantic_issues, set_values_doc
