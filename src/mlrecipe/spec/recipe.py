@@ -11,8 +11,8 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     AliasChoices,
+    BeforeValidator,
     ConfigDict,
     Field,
     field_validator,
@@ -23,13 +23,17 @@ from typing_extensions import TypedDict
 
 from mlrecipe.spec.model import Model
 
-#: Kubernetes' quantity syntax (k8s.io/apimachinery resource.Quantity): a number, an exponent or a suffix.
-_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
+#: The quantities every backend reads (a Kubernetes quantity without sign or exponent): 4, 0.5, 500m, 16Gi, 100G.
+_QUANTITY = re.compile(r"^(\d+(\.\d*)?|\.\d+)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
 
 
-def _quantity(value: str | int | float) -> str | int | float:
+def _quantity(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("must be a number or a quantity such as 500m, 4 or 16Gi")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("must be a finite number or a quantity such as 500m, 4 or 16Gi")
+    if isinstance(value, int | float) and value < 0:
+        raise ValueError("must not be negative")
     if isinstance(value, str) and not _QUANTITY.match(value.strip()):
         shown = value if len(value) <= 40 else f"{value[:37]}..."
         raise ValueError(f"cannot read quantity {shown!r}: give a number, optionally with a suffix such as 500m, "
@@ -38,7 +42,7 @@ def _quantity(value: str | int | float) -> str | int | float:
 
 
 #: A Kubernetes resource quantity: a number or a string such as ``500m``, ``16Gi`` (never .nan or .inf).
-Quantity = Annotated[str | int | float, AfterValidator(_quantity)]
+Quantity = Annotated[str | int | float, BeforeValidator(_quantity)]
 
 
 def _as_list(value: Any) -> Any:
