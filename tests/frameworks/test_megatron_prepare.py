@@ -92,15 +92,28 @@ def test_two_ranks_under_mpirun_split_the_shards_and_rank_0_writes_the_manifest(
     assert not list(data.glob("*.jsonl*"))  # downloads and extracted files removed once used
 
 
-def _two_ranks_by_hand(args: list[str], run_id: str) -> list[subprocess.CompletedProcess[str]]:
+def _ranks_by_hand(args: list[str], run_id: str, size: int = 2) -> list[subprocess.CompletedProcess[str]]:
+    """``size`` ranks as processes given Open MPI's variables by hand (what mpirun sets)."""
     procs = [subprocess.Popen(prepare_command(*args), env=clean_env(
-        OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE="2", OMPI_MCA_ess_base_jobid=run_id),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+        OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(size), OMPI_MCA_ess_base_jobid=run_id),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(size)]
     out = []
     for proc in procs:
         stdout, stderr = proc.communicate(timeout=90)
         out.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
     return out
+
+
+def test_more_ranks_than_files_the_idle_rank_still_reports_and_rank_0_waits_for_it(corpus: Corpus,
+                                                                                  tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with ShardServer(corpus.shards) as server:
+        runs = _ranks_by_hand(_args(server, corpus, data, "1,3"), "run-b", size=3)
+        assert sorted(server.requests) == ["/01.jsonl.zst", "/03.jsonl.zst"]
+    assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr for r in runs]
+    assert "[rank 2/3] file numbers none of 2" in runs[2].stdout
+    assert [p["file_number"] for p in _manifest(data)["prefixes"]] == [1, 3]
+    assert json.loads((data / ".prepare-status" / "rank-2.json").read_text())["shards"] == []
 
 
 def test_a_truncated_zst_on_rank_1_fails_both_ranks_naming_rank_and_file(corpus: Corpus, tmp_path: Path) -> None:
@@ -110,7 +123,7 @@ def test_a_truncated_zst_on_rank_1_fails_both_ranks_naming_rank_and_file(corpus:
     shard.write_bytes(shard.read_bytes()[:-500])  # served whole (Content-Length matches): the stream is cut short
     data = tmp_path / "data"
     with ShardServer(mirror) as server:
-        rank0, rank1 = _two_ranks_by_hand(_args(server, Corpus(mirror, corpus.tokenizer), data), "run-a")
+        rank0, rank1 = _ranks_by_hand(_args(server, Corpus(mirror, corpus.tokenizer), data), "run-a")
     assert rank1.returncode == 1
     assert error_lines(rank1.stderr) == ["error: rank 1: 03.jsonl.zst: truncated zstandard stream "
                                          "(the last frame does not end)"]

@@ -36,7 +36,7 @@ from typing import Any
 from mlrecipe_scripts.core.script_core import ScriptError, offline_defaults, run_main
 from mlrecipe_scripts.megatron.data import fetch, markers, ranks
 from mlrecipe_scripts.megatron.data.documents import SUFFIXES, ShardFormatError, extract
-from mlrecipe_scripts.megatron.data.indexed import optimal_dtype
+from mlrecipe_scripts.megatron.data.indexed import megatron_version, optimal_dtype
 from mlrecipe_scripts.megatron.data.preprocess import Encoding, preprocess
 from mlrecipe_scripts.megatron.data.tokenizer import Tokenizer, TokenizerError, TokenizerSource, load
 
@@ -100,6 +100,7 @@ class Preparation:
         self.run_key = hashlib.sha256(json.dumps(vars(args), sort_keys=True).encode()).hexdigest()
         self.fingerprint = self.run_key
         self.checksums: dict[str, str] | None = None
+        self.writer = "builtin"
 
     def log(self, message: str) -> None:
         print(f"[rank {self.world.rank}/{self.world.size}] {message}", flush=True)
@@ -118,6 +119,7 @@ class Preparation:
             except (TokenizerError, OSError) as exc:
                 where = args.tokenizer_dir or args.vocab_file or "tokenizer"
                 raise ShardFailure(f"tokenizer {where}", str(exc)) from None
+            self.writer = self.resolve_writer()
             dtype = optimal_dtype(self.tok.vocab_size).name
             self.encoding = Encoding(self.source, args.json_key, args.append_eod, dtype)
             self.fingerprint = hashlib.sha256(json.dumps(
@@ -129,6 +131,15 @@ class Preparation:
                 self.checksums = fetch.read_checksums(Path(args.checksum_file))
             except (OSError, ValueError) as exc:
                 raise ShardFailure(args.checksum_file, str(exc)) from None
+
+    def resolve_writer(self) -> str:
+        """``auto`` -> ``megatron`` when megatron-core's indexed-dataset module imports (imported here, once)."""
+        if self.args.writer == "builtin":
+            return "builtin"
+        version = megatron_version()
+        if version is None and self.args.writer == "megatron":
+            raise ShardFailure("megatron-core", "--writer megatron: megatron.core.datasets does not import")
+        return "megatron" if version else "builtin"
 
     def paths(self, number: int) -> tuple[Path, Path, Path]:
         """(download, extracted .jsonl, output prefix) of shard ``number``."""
@@ -208,7 +219,7 @@ class Preparation:
         started = time.monotonic()
         try:
             counts = preprocess(source, bin_part, idx_part, self.encoding, self.tok, self.args.workers,
-                                self.args.writer)
+                                self.writer)
         except ShardFormatError as exc:
             bin_part.unlink(missing_ok=True)
             idx_part.unlink(missing_ok=True)
