@@ -55,6 +55,8 @@ _LIGHTNING_ENTRIES = {"fine_tune.py": "fine_tune", "convert_checkpoint_to_hf.py"
 _MEGATRON_ENTRIES = (
     Entry("data/prepare.py", "mlrecipe_scripts.megatron.data.prepare"),
     Entry("data/sample_corpus.py", "mlrecipe_scripts.megatron.data.sample_corpus", ("main",), "sys.exit(main())"),
+    Entry("gpt/pretrain.py", "mlrecipe_scripts.megatron.gpt.pretrain"),
+    Entry("gpt/evaluate.py", "mlrecipe_scripts.megatron.gpt.evaluate"),
 )
 
 TREES: tuple[Tree, ...] = (

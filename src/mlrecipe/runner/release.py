@@ -21,6 +21,7 @@ from typing import Any
 from mlrecipe.backends.base import Backend, QueuesAhead, ReleaseContext, StepOutcome, StepState, sleep_until_readable
 from mlrecipe.config import release_dir
 from mlrecipe.errors import BackendError, DiskFullError, ExitCode, MlrecipeError, ReleaseBusyError
+from mlrecipe.nccl_network import efa_warning
 from mlrecipe.runner.active import ActiveStep
 from mlrecipe.runner.lock import driving
 from mlrecipe.runner.progress import Display
@@ -349,6 +350,9 @@ class ReleaseRunner:
             if outcome.outputs:
                 active.rec.outputs = dict(outcome.outputs)
                 env.update(outputs_env(name, outcome.outputs))
+            network = efa_warning(active.step.values, active.log)
+            if network:  # the step's end shows it, and status through the record's message
+                outcome.message = "; ".join(m for m in (outcome.message, f"warning: {network}") if m)
             if self._finish(record, active.rec, outcome, active.elapsed):
                 sched.done.add(name)
             else:

@@ -23,6 +23,7 @@ from mlrecipe.spec.framework_scripts import framework_warnings
 from mlrecipe.spec.issues import ValueSources, pydantic_issues, set_values_doc
 from mlrecipe.spec.launcher import expand_launcher
 from mlrecipe.spec.matrix import MatrixPoint, expand_matrix, group_heads, wire
+from mlrecipe.spec.megatron_blend import blend_issues
 from mlrecipe.spec.pipeline import Pipeline, Sweep
 from mlrecipe.spec.recipe import COMMAND_BLOCKS, Recipe
 from mlrecipe.spec.values import deep_merge, parse_sets, set_roots
@@ -407,8 +408,12 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
         line = doc.line_of(("sweep", "rank_by"))
         sweep_at = f"{doc.file}:{line}" if line else doc.file
     backend_at = (doc.file, doc.line_of(("backend",)), "backend") if pipeline.backend else None
-    return ReleaseSpec(pipeline.release, pipeline.namespace, wire(ordered, steps), pipeline.backend, doc.file,
+    spec = ReleaseSpec(pipeline.release, pipeline.namespace, wire(ordered, steps), pipeline.backend, doc.file,
                        pipeline.sweep, sweep_at, backend_at)
+    blend_problems = blend_issues(spec)  # a training blend naming shards its data step never writes
+    if blend_problems:
+        raise SpecError(blend_problems)
+    return spec
 
 
 def is_pipeline_file(path: str | Path) -> bool:

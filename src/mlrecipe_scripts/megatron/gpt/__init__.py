@@ -1,0 +1,1 @@
+"""GPT pretraining from Megatron ``.bin/.idx`` data (see :mod:`.pretrain`)."""
