@@ -161,6 +161,8 @@ def test_a_bad_tokenizer_fails_naming_rank_and_file_before_any_download(corpus: 
     shutil.copytree(corpus.tokenizer, bad)
     (bad / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": ')
     data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")  # a previous run's: must not survive a failed one
     with ShardServer(corpus.shards) as server:
         done = run_prepare(*_args(server, Corpus(corpus.shards, bad), data))
     assert done.returncode == 1

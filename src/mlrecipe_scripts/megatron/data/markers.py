@@ -1,8 +1,9 @@
 """What is done, on the shared data dir: per-file done-markers, per-rank status files, the manifest.
 
 A file counts as done only when its marker (``<file>.done``, JSON, written after the file was renamed into place)
-exists, records the file's size (and sha256), matches the file on disk, and records the same ``fingerprint`` (the
-settings the file depends on). Anything else is redone. Ranks report to rank 0 through ``.prepare-status/``.
+exists, the size it records matches the file on disk (its sha256 is recorded too, for the manifest and for audits)
+and it records the same ``fingerprint`` (the settings the file depends on). Anything else is redone.
+Ranks report to rank 0 through ``.prepare-status/``.
 """
 
 from __future__ import annotations

@@ -124,8 +124,6 @@ class Preparation:
             self.encoding = Encoding(self.source, args.json_key, args.append_eod, dtype)
             self.fingerprint = hashlib.sha256(json.dumps(
                 [fingerprint, args.json_key, args.append_eod, dtype]).encode()).hexdigest()
-            if self.world.rank == 0:
-                (self.data_dir / markers.MANIFEST).unlink(missing_ok=True)
         if args.checksum_file:
             try:
                 self.checksums = fetch.read_checksums(Path(args.checksum_file))
@@ -270,6 +268,8 @@ class Preparation:
     def run(self) -> int:
         self.log(f"file numbers {self.mine or 'none'} of {len(self.numbers)}; stages {','.join(self.stages)}")
         markers.status_path(self.data_dir, self.world.rank).unlink(missing_ok=True)
+        if self.world.rank == 0 and "preprocess" in self.stages:
+            (self.data_dir / markers.MANIFEST).unlink(missing_ok=True)  # a failed run leaves none behind
         try:
             self.setup()
             for number in self.mine:
