@@ -1,9 +1,9 @@
 """What ``make scripts`` generates: each chart's ``scripts/<framework>/`` tree, from this package.
 
 A tree holds (1) an entry file at each path the recipes run (the reference's paths: ``text/peft_accelerate.py``,
-``fine_tune.py`` ...), a few lines that put the tree's root first on ``sys.path`` and call the module's ``main``,
-and (2) a copy of the subpackages of :mod:`mlrecipe_scripts` those modules import, so that the tree runs where
-mlrecipe is not installed (``/etc/framework-scripts`` in a training image).
+``fine_tune.py`` ...), a few lines that put the tree's ``vendor/`` first on ``sys.path`` and call the module's
+``main``, and (2) ``vendor/mlrecipe_scripts/``, a copy of the subpackages of :mod:`mlrecipe_scripts` those modules
+import, so that the tree runs where mlrecipe is not installed (``/etc/framework-scripts`` in a training image).
 """
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ class Entry:
 
 @dataclass(frozen=True)
 class Tree:
-    """One ``scripts/<framework>/`` folder of a chart: the subpackages it ships and its entry scripts."""
+    """One ``scripts/<framework>/`` folder of a chart: the subpackages it ships, its entry scripts, and files it
+    ships as copies of a source file of the repository (path in the tree, path below the repository root)."""
 
     chart: str
     framework: str
     packages: tuple[str, ...]
     entries: tuple[Entry, ...] = field(default_factory=tuple)
+    copies: tuple[tuple[str, str], ...] = ()
 
     @property
     def folder(self) -> str:
@@ -49,6 +51,11 @@ _VL_TOOLS = (
     Entry(f"{_VL}/adapters/registry.py", "mlrecipe_scripts.hf_trainer.vision_language.adapters.registry",
           ("print_supported_models",), "print_supported_models()"),
 )
+# Ray Serve's OpenAI application, one module of mlrecipe (it also runs on the host backends), in every vllm-<version>
+# folder of the reference and for the vLLM that `make serve-env` pins.
+RAYSERVE_VLLM_VERSIONS = ("0.11.0", "0.12.0", "0.13.0", "0.15.0", "0.19.0", "0.32.0")
+_RAY_OPENAI = (("openai_api.py", "src/mlrecipe/serve/ray_openai.py"),)
+
 _LIGHTNING_ENTRIES = {"fine_tune.py": "fine_tune", "convert_checkpoint_to_hf.py": "convert_checkpoint_to_hf",
                       "test_checkpoint.py": "test_checkpoint"}
 
@@ -91,4 +98,5 @@ TREES: tuple[Tree, ...] = (
     )),
     *(Tree(chart, "megatron", ("core", "megatron"), _MEGATRON_ENTRIES)
       for chart in ("data-prep/mpijob-data-process", "training/pytorchjob-distributed")),
+    *(Tree("serving/rayserve", f"vllm-{version}", (), copies=_RAY_OPENAI) for version in RAYSERVE_VLLM_VERSIONS),
 )

@@ -156,7 +156,7 @@ def test_a_tree_runs_on_its_own_copy_of_the_package(tmp_path: Path) -> None:
                           env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "qwen-vl" in proc.stdout and "qwen3_vl" in proc.stdout
-    shutil.rmtree(copy / "mlrecipe_scripts")  # the copy is what runs: without it, nothing does
+    shutil.rmtree(copy / "vendor")  # the copy is what runs: without it, nothing does
     proc = subprocess.run([sys.executable, "-S", entry], cwd=copy, capture_output=True, text=True, timeout=60,
                           env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"})
     assert proc.returncode == 1 and "No module named 'mlrecipe_scripts'" in proc.stderr, proc.stderr[-2000:]

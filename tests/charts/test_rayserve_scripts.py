@@ -36,7 +36,7 @@ def test_the_chart_ships_every_version_folder() -> None:
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_each_version_folder_is_the_one_implementation(framework: str) -> None:
     script = chart_path("serving/rayserve") / "scripts" / framework / "openai_api.py"
-    assert script.is_symlink() and script.resolve() == SOURCE.resolve()
+    assert not script.is_symlink() and script.read_bytes() == SOURCE.read_bytes()  # a copy made by make scripts
     found = framework_scripts(CATALOG["serving/rayserve"], framework)
     assert found is not None and found.source.name == framework and found.files() == ["openai_api.py"]
 

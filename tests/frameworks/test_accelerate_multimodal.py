@@ -237,7 +237,7 @@ def test_dataset_labels_shrinking_and_batches(scripts_dir: Path, vlm: Path, tmp_
         {"conversations": [{"from": "human", "value": "Count to three."}, {"from": "gpt", "value": "one two three"}]},
     ]
     tiny_vlm.write_jsonl(tmp_path / "rows.jsonl", rows)
-    proc = subprocess.run([sys.executable, "-c", DATASET_PROBE, str(vlm), str(tmp_path)], cwd=scripts_dir,
+    proc = subprocess.run([sys.executable, "-c", DATASET_PROBE, str(vlm), str(tmp_path)], cwd=scripts_dir / "vendor",
                           env=script_env(tmp_path), capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
@@ -332,7 +332,7 @@ print(json.dumps(out))
 
 def test_flags_keep_the_reference_defaults(scripts_dir: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
-    proc = subprocess.run([sys.executable, "-c", DEFAULTS], cwd=scripts_dir, env=script_env(home),
+    proc = subprocess.run([sys.executable, "-c", DEFAULTS], cwd=scripts_dir / "vendor", env=script_env(home),
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.splitlines()[-1])
@@ -368,6 +368,6 @@ def test_list_models_and_registry_smoke_test(scripts_dir: Path, tmp_path: Path, 
     assert run.returncode == 0 and "ALL CHECKS PASSED" in run.stdout and "FAIL" not in run.stdout, run.describe()
     probe = ("from mlrecipe_scripts.hf_trainer.vision_language.adapters.registry import get_adapter_for_model as g; "
              f"print(g({str(vlm)!r}).model_family)")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=scripts_dir, env=script_env(tmp_path),
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=scripts_dir / "vendor", env=script_env(tmp_path),
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.stdout.strip() == "qwen-vl", proc.stderr  # a local dir is matched by its config's model_type

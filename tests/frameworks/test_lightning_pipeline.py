@@ -347,7 +347,7 @@ def parsed(scripts: Path, script: str, args: list[str]) -> dict:
             "c = m.parse_args(sys.argv[2:]); "
             "print(json.dumps(dataclasses.asdict(c), default=str))")
     module = "mlrecipe_scripts.pytorch_lightning." + script.removesuffix(".py")
-    proc = subprocess.run([sys.executable, "-c", code, module, *args], cwd=scripts, check=False,
+    proc = subprocess.run([sys.executable, "-c", code, module, *args], cwd=scripts / "vendor", check=False,
                           capture_output=True, text=True, timeout=60, env=script_env(scripts))
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

@@ -46,7 +46,7 @@ def vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_tree_is_materialized(ray_scripts: Path) -> None:
     shipped = [f"{VL}/{name}" for name in ("ray_train_vlm.py", "cpt_ray_train_vlm.py", "test_adapters.py")] + [
-        f"mlrecipe_scripts/hf_trainer/vision_language/{name}" for name in (
+        f"vendor/mlrecipe_scripts/hf_trainer/vision_language/{name}" for name in (
             "vlm_dataset.py", "adapters/registry.py", "adapters/qwen_vl_adapter.py", "base/base_dataset.py")]
     for name in shipped:
         assert (ray_scripts / name).is_file() and not (ray_scripts / name).is_symlink(), name
@@ -77,7 +77,7 @@ def test_a_reference_style_argument_list_parses(ray_scripts: Path, tmp_path: Pat
                  "--lora_rank=32", "--lora_on_vision", "--no_freeze_vision_encoder", "--save_steps=200",
                  "--eval_steps=200", "--max_eval_samples=64", "--num_workers=2", "--use_wandb"]
     home = tmp_path / "home"
-    proc = subprocess.run([sys.executable, "-c", PARSE, json.dumps(reference)], cwd=ray_scripts,
+    proc = subprocess.run([sys.executable, "-c", PARSE, json.dumps(reference)], cwd=ray_scripts / "vendor",
                           env=script_env(home), capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])

@@ -506,9 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     for sub in (("mem_profile",) if config.enable_memory_profile else ()) + \
             (("trace",) if config.enable_pytorch_profiler else ()):
         Path(str(config.output_dir), sub).mkdir(parents=True, exist_ok=True)
-    from mlrecipe_scripts import tree_root
+    from mlrecipe_scripts import import_root
 
-    scripts_dir = tree_root()
+    scripts_dir = import_root()
     pythonpath = os.pathsep.join(p for p in (scripts_dir, os.environ.get("PYTHONPATH", "")) if p)
     log(f"starting NeMo recipe {config.recipe_cls_name} fine-tuning ...")
     launch(recipe, config, {**env, "PYTHONPATH": pythonpath})

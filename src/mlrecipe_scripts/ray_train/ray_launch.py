@@ -155,9 +155,9 @@ def forwarded_env() -> dict[str, str]:
 
 def scripts_root() -> str:
     """The directory that holds the ``mlrecipe_scripts`` package (the framework tree on a cluster)."""
-    from mlrecipe_scripts import tree_root
+    from mlrecipe_scripts import import_root
 
-    return tree_root()
+    return import_root()
 
 
 def bootstrap(config: dict[str, Any]) -> None:

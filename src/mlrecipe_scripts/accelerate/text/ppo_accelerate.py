@@ -343,10 +343,10 @@ class VLLMGenerator:
         self.args = args
         self.tokenizer = tokenizer
         if accelerator.is_main_process:
-            from mlrecipe_scripts import tree_root
+            from mlrecipe_scripts import import_root
 
             # the actor imports mlrecipe_scripts: give the Ray workers this tree's import path
-            path = os.pathsep.join(p for p in (tree_root(), os.environ.get("PYTHONPATH", "")) if p)
+            path = os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH", "")) if p)
             ray.init(ignore_reinit_error=True, num_gpus=accelerator.num_processes, namespace=RAY_NAMESPACE,
                      _temp_dir="/tmp/ray", include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
             actor_cls = ray.remote(_VLLMActor)
