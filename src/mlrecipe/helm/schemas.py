@@ -130,8 +130,10 @@ COMMON: dict[str, Any] = {
                     "SageMaker HyperPod overlay."),
     "sagemaker": obj(
         {"inputs": arr(obj({"name": {"type": "string", "pattern": "^[A-Za-z0-9.\\-_]+$"},
-                            "uri": {"type": "string", "pattern": "^(s3|file)://"}}, required=["name", "uri"]))},
-        "SageMaker backend: the training job's data channels [{name, uri}] (ignored by the Kubernetes charts).",
+                            "uri": {"type": "string", "pattern": "^(s3|file)://"}}, required=["name", "uri"])),
+         "model_from": S, "model_data": S},
+        "SageMaker backend: the training job's data channels [{name, uri}]; an endpoint's model_from (an earlier "
+        "step) or model_data (an archive URI) (ignored by the Kubernetes charts).",
     ),
     "scheduler_name": S,
     "node_selector": {
@@ -158,6 +160,7 @@ MPIRUN = obj(
         "launcher_node_type": S,
         "worker_command": LINES,
         "worker_args": LINES,
+        "spread_workers": BOOL,
     },
     "mpirun launcher settings.",
 )
@@ -276,6 +279,10 @@ SPECIFIC: dict[str, dict[str, Any]] = {
     },
     "serving/djl-lmi-server": {"server": SERVER},
     "serving/generic-server": {"server": SERVER},
+    "serving/sagemaker-endpoint": {"server": obj(
+        {"name": S, "env": ENV, "command": LINES, "args": LINES},
+        "The model container: env (the Model's Environment); command/args are not used by SageMaker hosting.",
+    )},
     "training/mpijob-horovod-tensorflow-gpu": {
         "train": block("Command run on every MPI rank."),
         "mpirun": MPIRUN,

@@ -22,6 +22,7 @@ class StepKind(str, Enum):
     RAY = "ray"  # RayJob: a Ray cluster runs the command as a job
     JOB = "job"  # Job / Indexed Job: nnodes independent ranks
     SERVER = "server"  # long-running server, ready on its health check
+    ENDPOINT = "endpoint"  # a managed endpoint (SageMaker Model + EndpointConfig + Endpoint), ready when InService
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ CATALOG: dict[str, ChartInfo] = {
                   health_path="/v2/health/ready", triton=True),
         _chart("serving/djl-lmi-server", StepKind.SERVER, "server", "DJL Large Model Inference server"),
         _chart("serving/generic-server", StepKind.SERVER, "server", "Any HTTP server with probes and ports"),
+        ChartInfo("serving/sagemaker-endpoint", StepKind.ENDPOINT, "server", frozenset(),
+                  "SageMaker real-time endpoint (Model, EndpointConfig, Endpoint) serving an earlier step's "
+                  "model_artifacts (sagemaker backend only)", needs_command=False, health_path="/ping"),
         _chart("training/mpijob-horovod-tensorflow-gpu", StepKind.MPI, "train",
                "MPIJob: Horovod + TensorFlow on GPU nodes (the Mask R-CNN tutorial's keys)",
                "mpirun", "horovod", "nccl", "tensorflow"),

@@ -173,6 +173,13 @@ class SageMakerBlock(Model):
     inputs: list[SageMakerInput] = Field(
         default_factory=list, description="Data channels [{name, uri}] of the training job."
     )
+    model_from: str | None = Field(
+        None, min_length=1, description="serving/sagemaker-endpoint: the earlier step whose model_artifacts it serves."
+    )
+    model_data: str | None = Field(
+        None, min_length=1, description="serving/sagemaker-endpoint: the model archive's URI instead (s3://, file:// "
+        "in local mode; $MLRECIPE_<STEP>_MODEL_ARTIFACTS is expanded)."
+    )
 
 
 class Git(Model):
@@ -436,7 +443,8 @@ class Recipe(Model):
         "tolerations}: ml. instance types, the job auto-resume annotations, tolerations of HyperPod's taints."
     )
     sagemaker: SageMakerBlock | None = Field(
-        None, description="SageMaker backend settings: {inputs: [{name, uri}]}, the training job's data channels."
+        None, description="SageMaker backend settings: {inputs: [{name, uri}]}, the training job's data channels; "
+        "{model_from | model_data} of an endpoint."
     )
     lws: dict[str, Any] | None = Field(
         None, description="LeaderWorkerSet settings: {size, worker_mode, master_port, rbac}."

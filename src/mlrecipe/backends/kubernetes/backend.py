@@ -25,7 +25,7 @@ class KubernetesBackend(Backend[KubernetesPlan, KubernetesHandle, KubernetesOpti
     """Runs steps as Helm releases on a Kubernetes cluster; see the module docstring."""
 
     name = "kubernetes"
-    kinds = frozenset(StepKind)
+    kinds = frozenset(StepKind) - {StepKind.ENDPOINT}  # a SageMaker endpoint has no Kubernetes workload
     options_type = KubernetesOptions
     handle_type = KubernetesHandle
 

@@ -4,7 +4,8 @@ The plan is the request (:mod:`.request`), checked against botocore's service mo
 uploaded (:mod:`.validate`). ``submit`` first looks for the step's job by its tags (a re-run, ``resume`` or a
 retried task): one that runs or completed with the same plan is adopted, never created twice; otherwise the
 step program and the runtime go to the ``mlrecipe`` channel's URI and the next attempt is created. The job's
-statuses map onto step states in one table (:mod:`.status`). ``mode: local`` talks to the local mode's client,
+statuses map onto step states in one table (:mod:`.status`). A ``serving/sagemaker-endpoint`` step is a Model,
+an EndpointConfig and an Endpoint instead (:mod:`.endpoint`). ``mode: local`` talks to the local mode's client,
 which offers the same calls and answers (:mod:`.local_client`).
 """
 
@@ -20,6 +21,14 @@ from urllib.parse import urlparse
 from mlrecipe.backends.base import AdoptsSubmitted, Backend, ReleaseContext
 from mlrecipe.backends.sagemaker import names, status
 from mlrecipe.backends.sagemaker.client import aws_client, call, sagemaker_client
+from mlrecipe.backends.sagemaker.endpoint import (
+    EndpointPlan,
+    EndpointRunningStep,
+    build_endpoint,
+    create_endpoint,
+    delete_endpoint,
+    describe_endpoint,
+)
 from mlrecipe.backends.sagemaker.handle import SageMakerHandle
 from mlrecipe.backends.sagemaker.logs import fetch_stream
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
@@ -38,7 +47,7 @@ ADOPTABLE = frozenset({"InProgress", "Completed"})
 SUBMIT_RETRY_DELAYS = (1.0, 3.0)  #: seconds before the 2nd and 3rd try of a submission that met a transient error
 
 
-class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, SageMakerOptions]):
+class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan | EndpointPlan, SageMakerHandle, SageMakerOptions]):
     """Runs each step as one SageMaker training job; see the module docstring.
 
     ``clients`` maps a service name (sagemaker, s3, logs) to a client object that replaces the one the
@@ -46,7 +55,7 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
     """
 
     name = "sagemaker"
-    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB})
+    kinds = frozenset({StepKind.TORCH, StepKind.TORCH_ELASTIC, StepKind.JOB, StepKind.ENDPOINT})
     options_type = SageMakerOptions
     handle_type = SageMakerHandle
 
@@ -85,7 +94,15 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
         if problems:
             return problems
         ctx = ReleaseContext("release", "default", self.name, Path("/nonexistent"))
+        if step.chart.kind is StepKind.ENDPOINT:
+            return [str(i) for i in self._endpoint_issues(step, ctx)[1]]
         return [str(i) for i in self._issues(step, build_request(step, ctx, self.options))]
+
+    def _endpoint_issues(self, step: StepSpec, ctx: ReleaseContext,
+                         env: dict[str, str] | None = None) -> tuple[EndpointPlan, list[SpecIssue]]:
+        plan, found = build_endpoint(step, ctx, self.options, env)
+        missing = [i for i in self._option_issues() if i.path != "s3_prefix"]  # an endpoint uploads nothing
+        return plan, missing + found
 
     def _issues(self, step: StepSpec, request: TrainingRequest) -> list[SpecIssue]:
         """Missing options, then the request's problems (those of a missing option said once)."""
@@ -97,7 +114,13 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
                                        "ECR URI), or map the recipe's image with -B images.<image>=<ECR URI>"))
         return missing + [i for i in found if not (i.file == OPTION_SOURCE and i.path in said)]
 
-    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> SageMakerPlan:
+    def plan(self, step: StepSpec, ctx: ReleaseContext,
+             env: dict[str, str] | None = None) -> SageMakerPlan | EndpointPlan:
+        if step.chart.kind is StepKind.ENDPOINT:
+            endpoint, issues = self._endpoint_issues(step, ctx, env)
+            if issues:
+                raise SpecError(issues)
+            return endpoint
         request = build_request(step, ctx, self.options, env)
         issues = self._issues(step, request)
         if issues:
@@ -109,14 +132,19 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
             job_prefix=name.rpartition("-")[0], digest=request.digest, step_dir=ctx.step_dir(step.name),
             notes=request.notes, local_file_systems=request.local_file_systems)
 
-    def _handle(self, job_name: str, adopted: bool = False) -> SageMakerHandle:
+    def _handle(self, job_name: str, adopted: bool = False, endpoint_name: str | None = None) -> SageMakerHandle:
         o = self.options
         return SageMakerHandle(job_name=job_name, mode=o.mode, region=o.region, endpoint_url=o.endpoint_url,
-                               local_root=str(o.local_dir()) if o.mode == "local" else None, adopted=adopted)
+                               local_root=str(o.local_dir()) if o.mode == "local" else None, adopted=adopted,
+                               endpoint_name=endpoint_name)
 
-    def submit(self, plan: SageMakerPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
+    def submit(self, plan: SageMakerPlan | EndpointPlan,
+               ctx: ReleaseContext) -> SageMakerRunningStep | EndpointRunningStep:
         """Adopt the step's job or create the next attempt; a transient error is retried (a retried create
-        finds the job it may have made, by its tags, and adopts it)."""
+        finds the job it may have made, by its tags, and adopts it). An endpoint step: adopt its live endpoint or
+        create the model, config and endpoint."""
+        if isinstance(plan, EndpointPlan):
+            return self._submit_endpoint(plan)
         for delay in SUBMIT_RETRY_DELAYS:
             try:
                 return self._submit_once(plan, ctx)
@@ -142,6 +170,20 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
         running = SageMakerRunningStep(client, handle, self.options.poll_seconds,
                                        on_end=lambda: self._fetch_all_logs(handle, plan))
         return running
+
+    def _submit_endpoint(self, plan: EndpointPlan) -> EndpointRunningStep:
+        if not plan.model_ready:
+            raise BackendError(f"step {plan.step}: no model archive: {plan.notes[0] if plan.notes else ''}; does "
+                               "sagemaker.model_from name an earlier training step of this pipeline?")
+        client = self._client("sagemaker")
+        handle = self._handle("", endpoint_name=plan.endpoint_name)
+        self._save_handle(plan.step_dir, handle)  # before creating: uninstall finds what a lost CLI created
+        try:
+            handle.adopted = create_endpoint(client, plan)
+        except TransientBackendError:
+            handle.adopted = create_endpoint(client, plan)
+        self._save_handle(plan.step_dir, handle)
+        return EndpointRunningStep(client, handle, self.options.poll_seconds)
 
     @staticmethod
     def _attempt_request(plan: SageMakerPlan, ctx: ReleaseContext, attempt: int) -> dict[str, Any]:
@@ -224,17 +266,24 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan, SageMakerHandle, 
         if saved.exists():
             with contextlib.suppress(BackendError, OSError, ValueError):
                 handle = SageMakerHandle.model_validate_json(saved.read_text(encoding="utf-8"))
-                self._fetch_log(handle, rank, dest)
+                if handle.job_name:
+                    self._fetch_log(handle, rank, dest)
         return dest
 
     def metrics_path(self, ctx: ReleaseContext, step: str) -> Path | None:
         return None  # the job's hosts cannot append to a file on this machine
 
     def cancel_handle(self, handle: SageMakerHandle) -> None:
-        stop_job(self._client("sagemaker", handle), handle.job_name)
+        """StopTrainingJob; an endpoint step's endpoint, config and model are deleted."""
+        if handle.endpoint_name:
+            delete_endpoint(self._client("sagemaker", handle), handle.endpoint_name)
+        else:
+            stop_job(self._client("sagemaker", handle), handle.job_name)
 
     def handle_alive(self, handle: SageMakerHandle) -> bool:
         client = self._client("sagemaker", handle)
+        if handle.endpoint_name:
+            return describe_endpoint(client, handle.endpoint_name) is not None
         job = call(f"DescribeTrainingJob {handle.job_name}", client.describe_training_job,
                    TrainingJobName=handle.job_name)
         return status.job_state(job).active

@@ -1,4 +1,4 @@
-"""The handle of a SageMaker step: its training job and where the API that holds it is."""
+"""The handle of a SageMaker step: its training job (or endpoint) and where the API that holds it is."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from mlrecipe.backends.base import StepHandle
 
 
 class SageMakerHandle(StepHandle):
-    """Enough to describe, stop and read the logs of the step's job from another CLI process."""
+    """Enough to describe, stop and read the logs of the step's job (or describe and delete its endpoint) from
+    another CLI process."""
 
-    job_name: str
+    job_name: str = ""
+    endpoint_name: str | None = Field(None, description="An endpoint step's endpoint (and its model and config)")
     mode: Literal["aws", "local"] = "aws"
     region: str | None = None
     endpoint_url: str | None = None

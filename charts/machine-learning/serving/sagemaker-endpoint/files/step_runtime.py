@@ -1,0 +1,1 @@
+../../../../../src/mlrecipe/runtime/step_runtime.py

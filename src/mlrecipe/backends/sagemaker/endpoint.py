@@ -1,0 +1,262 @@
+"""A ``serving/sagemaker-endpoint`` step: a Model, an EndpointConfig and an Endpoint serving an earlier step's model.
+
+The model archive is the earlier step's ``model_artifacts`` (recipe ``sagemaker.model_from: <step>``, read from
+``MLRECIPE_<STEP>_MODEL_ARTIFACTS``) or ``sagemaker.model_data`` (a URI; ``$VARIABLES`` of earlier steps expanded).
+``image`` is the inference image, ``resources.node_type`` x ``resources.nnodes`` the production variant,
+``server.env`` the model container's Environment. The three share one name (release, step and a digest of the
+requests), so a re-run or ``resume`` finds the endpoint again and adopts it. The step is ``serving`` when the
+endpoint is ``InService`` (URL: the local server in mode local, the SageMaker runtime's invoke URL in mode aws);
+``Failed`` ends it with the reason; cancelling it (Ctrl-C, ``uninstall``) deletes all three.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import yaml
+
+from mlrecipe.backends.base import Plan, ReleaseContext, RunningStep, StepOutcome, StepState
+from mlrecipe.backends.host.contract import recipe_env
+from mlrecipe.backends.sagemaker import names
+from mlrecipe.backends.sagemaker.client import call, error_code
+from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.options import SageMakerOptions
+from mlrecipe.backends.sagemaker.request import LOCAL_IMAGE, LOCAL_ROLE, instance_type
+from mlrecipe.errors import BackendError, SpecIssue
+from mlrecipe.secrets import is_secret_name
+from mlrecipe.spec.load import StepSpec
+
+#: The calls of an endpoint step, in the order they are made.
+CALLS = ("create_model", "create_endpoint_config", "create_endpoint")
+OPERATIONS = {"create_model": "CreateModel", "create_endpoint_config": "CreateEndpointConfig",
+              "create_endpoint": "CreateEndpoint"}
+#: EndpointStatus values that mean the endpoint is on its way or up (adopted by a re-run); the rest end the step.
+LIVE = frozenset({"Creating", "Updating", "SystemUpdating", "InService"})
+DEFAULT_ENDPOINT_INSTANCE = "ml.m5.large"
+VARIANT = "AllTraffic"
+
+
+def artifacts_var(step: str) -> str:
+    """The variable that carries ``step``'s model archive: ``MLRECIPE_<STEP>_MODEL_ARTIFACTS``."""
+    return "MLRECIPE_" + re.sub(r"[^A-Za-z0-9]", "_", step).upper() + "_MODEL_ARTIFACTS"
+
+
+def invoke_url(region: str | None, endpoint: str) -> str:
+    """The SageMaker runtime's URL of ``endpoint`` (``<url>/invocations`` is InvokeEndpoint, SigV4-signed)."""
+    return f"https://runtime.sagemaker.{region or 'us-east-1'}.amazonaws.com/endpoints/{endpoint}"
+
+
+@dataclass
+class EndpointPlan(Plan):
+    """The keyword arguments of create_model, create_endpoint_config and create_endpoint (``requests``)."""
+
+    step: str
+    chart: str
+    requests: dict[str, dict[str, Any]]
+    endpoint_name: str
+    step_dir: Path
+    mode: str
+    region: str | None
+    model_ready: bool = True  #: False in a dry run before the model's step has run (its URI is a placeholder)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def node_count(self) -> int:
+        return int(self.requests["create_endpoint_config"]["ProductionVariants"][0]["InitialInstanceCount"])
+
+    @property
+    def server_url(self) -> str | None:
+        return invoke_url(self.region, self.endpoint_name) if self.mode == "aws" else None
+
+    def materialize(self) -> str:
+        """One YAML document per call, in order."""
+        out = []
+        for call_name in CALLS:
+            doc = yaml.safe_dump(self.requests[call_name], sort_keys=False, default_flow_style=False, width=120)
+            out += [f"# step {self.step} ({self.chart}): sagemaker {call_name}", "---", doc.rstrip("\n")]
+        return "\n".join(out) + "\n"
+
+
+def _model_url(step: StepSpec, env: dict[str, str]) -> tuple[str, bool, SpecIssue | None]:
+    """(ModelDataUrl, whether it is known yet, a problem)."""
+    block = step.recipe.sagemaker
+    if block is not None and block.model_from:
+        var = artifacts_var(block.model_from)
+        if var in env:
+            return env[var], True, None
+        return f"${var}", False, None
+    if block is not None and block.model_data:
+        url = Template(block.model_data).safe_substitute(env)
+        return url, "$" not in url, None
+    return "", False, step.issue("sagemaker", "serving/sagemaker-endpoint needs sagemaker.model_from (the earlier "
+                                 "step whose model_artifacts it serves) or sagemaker.model_data (an archive URI)")
+
+
+def build_endpoint(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions,
+                   env: dict[str, str] | None = None) -> tuple[EndpointPlan, list[SpecIssue]]:
+    """The plan of an endpoint step and its problems (as the service would see them, located in the recipe)."""
+    from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, request_problems
+
+    env = dict(env or {})
+    recipe = step.recipe
+    issues: list[SpecIssue] = []
+    local = options.mode == "local"
+    url, known, problem = _model_url(step, env)
+    issues += [problem] if problem else []
+    image = recipe.image_name or (LOCAL_IMAGE if local else "")
+    image = options.images.get(image, image)
+    if not image:
+        issues.append(step.issue("image", "required on the sagemaker backend: the inference image (an ECR URI), or "
+                                 "map the recipe's image with -B sagemaker.images.<image>=<ECR URI>"))
+    environment: dict[str, str] = {}
+    values = recipe_env(step, ctx)
+    for i, entry in enumerate(step.block.env):
+        if is_secret_name(entry.name) and entry.value:
+            issues.append(step.issue(f"{step.chart.block}.env[{i}].value", f"{entry.name} looks like a credential: "
+                                     "a Model's Environment is visible in DescribeModel; give it to the inference "
+                                     "code from AWS Secrets Manager instead"))
+            continue
+        environment[entry.name] = values.get(entry.name, entry.value or "")
+    kind = instance_type(recipe.resources.node_type) if recipe.resources.node_type else DEFAULT_ENDPOINT_INSTANCE
+    container: dict[str, Any] = {"Image": image, "ModelDataUrl": url, "Environment": environment}
+    model: dict[str, Any] = {"ModelName": "", "PrimaryContainer": container,
+                             "ExecutionRoleArn": options.role_arn or (LOCAL_ROLE if local else "")}
+    if options.subnets or options.security_groups:
+        model["VpcConfig"] = {"SecurityGroupIds": list(options.security_groups), "Subnets": list(options.subnets)}
+    if options.network_isolation:
+        model["EnableNetworkIsolation"] = True
+    variant = {"VariantName": VARIANT, "ModelName": "", "InitialInstanceCount": recipe.resources.nnodes,
+               "InstanceType": kind}
+    requests: dict[str, dict[str, Any]] = {
+        "create_model": model,
+        "create_endpoint_config": {"EndpointConfigName": "", "ProductionVariants": [variant]},
+        "create_endpoint": {"EndpointName": "", "EndpointConfigName": ""},
+    }
+    digest = hashlib.sha256(json.dumps(requests, sort_keys=True).encode()).hexdigest()[:12]
+    name = names.job_prefix(ctx.namespace, ctx.release, step.name, digest)
+    tags = [{"Key": k, "Value": v} for k, v in {
+        **options.tags, names.TAG_RELEASE: ctx.release, names.TAG_NAMESPACE: ctx.namespace,
+        names.TAG_STEP: step.name, names.TAG_DIGEST: digest}.items()]
+    model["ModelName"] = variant["ModelName"] = name
+    requests["create_endpoint_config"]["EndpointConfigName"] = name
+    requests["create_endpoint"].update(EndpointName=name, EndpointConfigName=name)
+    for request in requests.values():
+        request["Tags"] = tags
+    where = {"PrimaryContainer.Image": "image", "PrimaryContainer.ModelDataUrl": "sagemaker",
+             "ProductionVariants[0].InstanceType": "resources.node_type",
+             "ProductionVariants[0].InitialInstanceCount": "resources.nnodes"}
+    for call_name, request in requests.items():
+        for path, message in request_problems(request, OPERATIONS[call_name], local=local):
+            if path == "PrimaryContainer.ModelDataUrl" and not known:
+                continue  # filled in when the model's step has run
+            if (path == "ExecutionRoleArn" and not model[path]) or (path == "PrimaryContainer.Image" and not image):
+                continue  # said by the backend's options check (role_arn) or once above (image)
+            if path in where:
+                issues.append(step.issue(where[path], f"{OPERATIONS[call_name]} {path}: {message}"))
+            else:
+                issues.append(SpecIssue(OPTION_SOURCE, None, path, f"{OPERATIONS[call_name]}: {message}"))
+    notes = [] if known else [f"the model archive is {url}, known once that step has finished"]
+    plan = EndpointPlan(step=step.name, chart=step.chart.name, requests=requests, endpoint_name=name,
+                        step_dir=ctx.step_dir(step.name), mode=options.mode, region=options.region,
+                        model_ready=known, notes=notes)
+    return plan, issues
+
+
+def _gone(exc: BackendError) -> bool:
+    """Whether a failed call says that the resource does not exist."""
+    cause = exc.__cause__ or exc
+    return error_code(cause) in ("ValidationException", "ResourceNotFound") and "not find" in str(cause).lower()
+
+
+def describe_endpoint(client: Any, name: str) -> dict[str, Any] | None:
+    """DescribeEndpoint, or ``None`` when there is no such endpoint."""
+    try:
+        return call(f"DescribeEndpoint {name}", client.describe_endpoint, EndpointName=name)
+    except BackendError as exc:
+        if _gone(exc):
+            return None
+        raise
+
+
+def create_endpoint(client: Any, plan: EndpointPlan) -> bool:
+    """Adopt the live endpoint of ``plan`` (True) or create its model, config and endpoint (False); a model or
+    config left by an earlier attempt is reused."""
+    found = describe_endpoint(client, plan.endpoint_name)
+    if found is not None and found.get("EndpointStatus") in LIVE:
+        return True
+    if found is not None:
+        raise BackendError(f"endpoint {plan.endpoint_name} exists in state {found.get('EndpointStatus')} "
+                           f"({found.get('FailureReason', 'no reason given')}): run 'mlrecipe uninstall' first")
+    for call_name in CALLS:
+        request = plan.requests[call_name]
+        what = f"{OPERATIONS[call_name]} {plan.endpoint_name}"
+        try:
+            call(what, getattr(client, call_name), **request)
+        except BackendError as exc:
+            if call_name == "create_endpoint" or "already exist" not in str(exc.__cause__ or exc).lower():
+                raise
+    return False
+
+
+def delete_endpoint(client: Any, name: str) -> None:
+    """DeleteEndpoint, DeleteEndpointConfig, DeleteModel of ``name``; what is already gone is fine."""
+    for what, fn, key in (("DeleteEndpoint", client.delete_endpoint, "EndpointName"),
+                          ("DeleteEndpointConfig", client.delete_endpoint_config, "EndpointConfigName"),
+                          ("DeleteModel", client.delete_model, "ModelName")):
+        try:
+            call(f"{what} {name}", fn, **{key: name})
+        except BackendError as exc:
+            if not _gone(exc):
+                raise
+
+
+class EndpointRunningStep(RunningStep[SageMakerHandle]):
+    """An endpoint as the runner watches it: DescribeEndpoint at most once per ``poll_seconds``; ready (its URL)
+    when ``InService``; ``Failed``, ``OutOfService`` or gone end the step as failed with the reason."""
+
+    def __init__(self, client: Any, handle: SageMakerHandle, poll_seconds: float) -> None:
+        self.client = client
+        self.handle = handle
+        self.poll_seconds = poll_seconds
+        self.endpoint: dict[str, Any] | None = None
+        self._next = 0.0
+        self._url: str | None = None
+
+    def poll(self) -> StepOutcome | None:
+        now = time.monotonic()
+        if now < self._next:
+            return None
+        self._next = now + self.poll_seconds
+        name = self.handle.endpoint_name or ""
+        self.endpoint = describe_endpoint(self.client, name)
+        if self.endpoint is None:
+            return StepOutcome(StepState.FAILED, message=f"endpoint {name} is gone (deleted outside this release)")
+        state = str(self.endpoint.get("EndpointStatus"))
+        if state in LIVE:
+            return None
+        reason = self.endpoint.get("FailureReason") or "no reason given"
+        return StepOutcome(StepState.FAILED, message=f"endpoint {name} is {state}: {reason}")
+
+    def ready_url(self) -> str | None:
+        if self._url is None and self.endpoint is not None and self.endpoint.get("EndpointStatus") == "InService":
+            name = self.handle.endpoint_name or ""
+            if self.handle.mode == "local":
+                self._url = self.client.endpoint_url(name)
+            else:
+                region = self.handle.region or getattr(getattr(self.client, "meta", None), "region_name", None)
+                self._url = invoke_url(region, name)
+        return self._url
+
+    def progress_note(self) -> str:
+        return f"endpoint {self.endpoint.get('EndpointStatus')}" if self.endpoint else ""
+
+    def cancel(self) -> None:
+        """Delete the endpoint, its config and its model."""
+        delete_endpoint(self.client, self.handle.endpoint_name or "")
