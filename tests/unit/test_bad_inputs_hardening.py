@@ -56,6 +56,13 @@ CASES = [
      "resources.requests.cpu: must be a number or a quantity such as 500m, 4 or 16Gi, got True", 2),
     ("quantity-exponent", "resources:\n  requests: {cpu: '1e3'}\n" + TRAIN, PYTORCH, ["--backend", "slurm"],
      "resources.requests.cpu: cannot read quantity '1e3'", 2),
+    ("nnodes-beyond-any-cluster", "resources:\n  nnodes: 2147483648\n" + TRAIN, PYTORCH, ["--backend", "slurm"],
+     "resources.nnodes: must be less than or equal to 100000, got 2147483648", 2),
+    ("probe-port-out-of-range", "server:\n  command: [python3]\n  readiness_probe: {port: 99999}\n",
+     "serving/generic-server", [], "server.readiness_probe.port: must be less than or equal to 65535", 3),
+    ("probe-period-beyond-int32", "server:\n  command: [python3]\n  readiness_probe:\n    period_secs: "
+     + "9" * 20 + "\n", "serving/generic-server", [], "server.readiness_probe.period_secs: must be less than or "
+     "equal to 2147483647", 4),
     ("kubernetes-inf-value", "image: python:3.11\nkueue: {weight: .inf}\n" + TRAIN, PYTORCH,
      ["--backend", "kubernetes"], "kueue.weight: inf cannot be given to Helm (JSON has no infinity or NaN)", 2),
     ("kubernetes-null-block", "image: python:3.11\nresources: null\n" + TRAIN, PYTORCH, ["--backend", "kubernetes"],

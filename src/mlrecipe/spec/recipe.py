@@ -41,6 +41,13 @@ def _quantity(value: Any) -> Any:
     return value
 
 
+#: Most nodes (and replicas) a step may ask for, and most processes per node: far above any cluster, and small
+#: enough that a plan listing every node stays small (2**31 nodes made a Slurm plan take all the memory).
+MAX_NODES = 100_000
+MAX_PROCS = 4096
+#: Kubernetes' integer fields (probe periods, retries, TTLs) are 32-bit.
+INT32 = 2**31 - 1
+
 #: A Kubernetes resource quantity: a number or a string such as ``500m``, ``16Gi`` (never .nan or .inf).
 Quantity = Annotated[str | int | float, BeforeValidator(_quantity)]
 
@@ -83,12 +90,12 @@ class Resources(Model):
         default_factory=dict, description="Resource limits per node, same keys as requests (GPUs usually go here)."
     )
     nnodes: int = Field(
-        1, ge=1, validation_alias=AliasChoices("nnodes", "num_nodes", "gpu_nodes"),
+        1, ge=1, le=MAX_NODES, validation_alias=AliasChoices("nnodes", "num_nodes", "gpu_nodes"),
         description="Number of nodes (pods / Slurm nodes / local process groups); PET_NNODES. Aliases: num_nodes, "
         "gpu_nodes (training/mpijob-horovod-tensorflow-gpu).",
     )
     nproc_per_node: int = Field(
-        1, ge=1, validation_alias=AliasChoices("nproc_per_node", "procs_per_node", "gpus_per_node"),
+        1, ge=1, le=MAX_PROCS, validation_alias=AliasChoices("nproc_per_node", "procs_per_node", "gpus_per_node"),
         description="Processes per node (torchrun --nproc_per_node, MPI slots per worker); PET_NPROC_PER_NODE. "
         "Aliases: procs_per_node, gpus_per_node (training/mpijob-horovod-tensorflow-gpu).",
     )
@@ -98,13 +105,13 @@ class Resources(Model):
         "(not mapped on Slurm or locally). Aliases: node_instance_type, gpu_instance_type.",
     )
     min_replicas: int | None = Field(
-        None, ge=0, description="Serving: fewest replicas (wins over server.autoscaling.minReplicas)."
+        None, ge=0, le=MAX_NODES, description="Serving: fewest replicas (wins over server.autoscaling.minReplicas)."
     )
     max_replicas: int | None = Field(
-        None, ge=1, description="Serving: most replicas (wins over server.autoscaling.maxReplicas)."
+        None, ge=1, le=MAX_NODES, description="Serving: most replicas (wins over server.autoscaling.maxReplicas)."
     )
     num_of_hosts: int | None = Field(
-        None, ge=1, description="Ray Serve: hosts per worker replica (numOfHosts, multi-host serving)."
+        None, ge=1, le=MAX_NODES, description="Ray Serve: hosts per worker replica (numOfHosts, multi-host serving)."
     )
     resources: dict[str, Any] | None = Field(
         None, description="Serving: {requests, limits} of the server container, as the reference examples nest it."
@@ -220,14 +227,18 @@ class Probe(Model):
     """An HTTP probe of the server (Kubernetes probe; the local backend's readiness watcher)."""
 
     enabled: bool = Field(True, description="false: no such probe.")
-    period_secs: int = Field(10, ge=1, description="Seconds between probes (periodSeconds).")
-    failure_threshold: int = Field(3, ge=1, description="Failed probes before giving up (failureThreshold).")
+    period_secs: int = Field(10, ge=1, le=INT32, description="Seconds between probes (periodSeconds).")
+    failure_threshold: int = Field(3, ge=1, le=INT32, description="Failed probes before giving up (failureThreshold).")
     initial_delay_secs: int | None = Field(
-        None, ge=0, description="Seconds before the first probe (initialDelaySeconds)."
+        None, ge=0, le=INT32, description="Seconds before the first probe (initialDelaySeconds)."
     )
-    timeout_secs: int | None = Field(None, ge=1, description="Seconds before a probe times out (timeoutSeconds).")
+    timeout_secs: int | None = Field(
+        None, ge=1, le=INT32, description="Seconds before a probe times out (timeoutSeconds)."
+    )
     path: str = Field("/", description="HTTP path probed (httpGet.path).")
-    port: int | None = Field(None, description="Port probed; empty: the port named http, else the first port.")
+    port: int | None = Field(
+        None, ge=1, le=65535, description="Port probed; empty: the port named http, else the first port."
+    )
 
 
 class ServerBlock(CommandBlock):
@@ -259,16 +270,19 @@ class ElasticPolicy(Model):
     )
     rdzv_port: int = Field(44000, ge=1, le=65535, description="Rendezvous port on the first node.")
     min_replicas: int | None = Field(
-        None, ge=1, description="Fewest nodes the job runs with (elasticPolicy.minReplicas); empty: resources.nnodes."
+        None, ge=1, le=MAX_NODES,
+        description="Fewest nodes the job runs with (elasticPolicy.minReplicas); empty: resources.nnodes.",
     )
     max_replicas: int | None = Field(
-        None, ge=1, description="Most nodes the job runs with (elasticPolicy.maxReplicas); empty: resources.nnodes."
+        None, ge=1, le=MAX_NODES,
+        description="Most nodes the job runs with (elasticPolicy.maxReplicas); empty: resources.nnodes.",
     )
     max_restarts: int = Field(
-        0, ge=0, description="torchrun --max-restarts (elasticPolicy.maxRestarts; a requeue on Slurm)."
+        0, ge=0, le=INT32, description="torchrun --max-restarts (elasticPolicy.maxRestarts; a requeue on Slurm)."
     )
     nproc_per_node: int | None = Field(
-        None, ge=1, description="Processes per node (PET_NPROC_PER_NODE) on the local and Slurm backends; "
+        None, ge=1, le=MAX_PROCS,
+        description="Processes per node (PET_NPROC_PER_NODE) on the local and Slurm backends; "
         "empty: resources.nproc_per_node."
     )
 
@@ -363,7 +377,8 @@ class Recipe(Model):
     )
     image_pull_policy: str | None = Field(None, description="Image pull policy: IfNotPresent, Always or Never.")
     backoff_limit: int | None = Field(
-        None, ge=0, description="Retries of the job (Job backoffLimit / runPolicy.backoffLimit; a requeue on Slurm)."
+        None, ge=0, le=INT32,
+        description="Retries of the job (Job backoffLimit / runPolicy.backoffLimit; a requeue on Slurm)."
     )
     framework: str | None = Field(
         None, description="Scripts shipped by the chart under scripts/<framework>/, mounted at /etc/framework-scripts."
@@ -453,7 +468,7 @@ class Recipe(Model):
     node_selector: dict[str, str] = Field(default_factory=dict, description="Extra pod node selector labels.")
     scheduler_name: str | None = Field(None, description="Pod schedulerName; empty: the default scheduler.")
     ttl_seconds_after_finished: int | None = Field(
-        None, ge=0, description="Job ttlSecondsAfterFinished; unset: the finished Job is kept."
+        None, ge=0, le=INT32, description="Job ttlSecondsAfterFinished; unset: the finished Job is kept."
     )
     master_port: int | None = Field(
         None, ge=1, le=65535, description="PET_MASTER_PORT of multi-node (Indexed) Jobs of data-prep/data-process."
