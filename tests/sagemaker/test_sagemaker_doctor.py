@@ -15,7 +15,7 @@ import pytest
 from mlrecipe.backends.sagemaker import SageMakerOptions
 from mlrecipe.infra.doctor import run_checks
 from mlrecipe.infra.doctor.sagemaker import checks
-from tests.conftest import cli_env
+from tests.repo import cli_env
 from tests.sagemaker.moto_server import BUCKET, Moto, moto_server  # noqa: F401
 
 pytestmark = pytest.mark.integration
