@@ -20,7 +20,7 @@ from hypothesis import strategies as st  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from mlrecipe.cli.app import app  # noqa: E402
-from tests.conftest import EXAMPLES  # noqa: E402
+from tests.repo import EXAMPLES  # noqa: E402
 
 RECIPES = {
     "training/pytorchjob-distributed": """\
