@@ -1,30 +1,53 @@
 {{/*
-A pod spec built from the values: scheduling, volumes and one main container that runs
-the step runtime (or the given command).
-Usage: include "mlrecipe.podSpec" (dict
-  "ctx" $                  root context (required)
-  "container" "pytorch"    container name (required)
-  "block" "train"          command block whose env is applied ("train", "process", "server")
-  "runtime" true           mount /etc/mlrecipe and run the runtime
-  "noCommand" false        mount the runtime but keep the image's command (KubeRay containers)
-  "program" "step.json"    step program file under /etc/mlrecipe
-  "command" (list ...)     explicit command (instead of the runtime)
-  "args" (list ...)        explicit args
-  "restartPolicy" "Never"
-  "resources" <map>        {requests, limits}; default values.resources
-  "extraEnv" <list>        more EnvVar maps
-  "ports" <list>           container ports
-  "probes" <string>        YAML of livenessProbe/readinessProbe/startupProbe
-  "lifecycle" <map>
-  "podExtra" <map>         extra pod spec fields (subdomain, hostname...)
-  "nodeType" ""            node type override
-  "tolerations" <list>     tolerations override
-  "env" <list>             [{name, value}] instead of the command block's env
-  "sidecars" <list>        more containers
-  "plain" false            no default node selector / tolerations (e.g. an MPI launcher))
+mlrecipe.podSpec: a complete pod spec (scheduling, volumes, the framework-scripts init container and one
+main container that runs the step runtime or the given command), from the chart's values and one dict of options.
+
+Usage: include "mlrecipe.podSpec" (dict "ctx" $ "container" "pytorch" "block" "train" "runtime" true ...)
+
+Options (every key of the dict; any other key fails the render, so a misspelt option cannot be ignored):
+
+  option          type      default                   meaning
+  --------------  --------  ------------------------  -----------------------------------------------------------
+  ctx             context   (required)                the chart's root context ($)
+  container       string    (required)                name of the main container
+  Main container: what it runs
+  block           string    ""                        values block whose `env` the container gets: "train",
+                                                      "process" or "server" ("" = none)
+  runtime         bool      false                     mount the step runtime ConfigMap at /etc/mlrecipe and run it
+  noCommand       bool      false                     with runtime: mount it but keep the image's command
+                                                      (KubeRay containers, whose command KubeRay sets)
+  program         string    "step.json"               with runtime: the step program file under /etc/mlrecipe
+  command         list      (the runtime's)           explicit command; replaces the runtime command
+  args            list      none                      container args
+  Main container: environment, ports, probes, resources
+  env             list      the block's env           [{name, value}] used instead of the block's env
+  extraEnv        list      none                      more EnvVar maps, after env
+  ports           list      none                      container ports, as written
+  probes          string    none                      YAML of livenessProbe / readinessProbe / startupProbe
+  lifecycle       map       none                      the container's lifecycle, as written
+  resources       map       values.resources          {requests, limits, ...} read by mlrecipe.resources
+  extraMounts     list      none                      more volumeMounts of the main container, after the
+                                                      library's (shm, runtime, framework scripts, pvc, ebs)
+  Pod
+  restartPolicy   string    none                      the pod's restartPolicy ("" = leave it out)
+  podExtra        map       none                      more pod spec fields, as written (subdomain, hostname...)
+  nodeType        string    values' node type         instance type for the node selector
+  tolerations     list      values.tolerations        tolerations (hyperpod's are added either way)
+  plain           bool      false                     no default node selector (only nodeType's) and no
+                                                      tolerations (an MPI launcher)
+  extraVolumes    list      none                      more pod volumes, after the library's
+  sidecars        list      none                      more containers after the main one, as written
 */}}
 {{- define "mlrecipe.podSpec" -}}
-{{- $ctx := .ctx -}}
+{{- $options := list "ctx" "container" "block" "runtime" "noCommand" "program" "command" "args" "env" "extraEnv"
+      "ports" "probes" "lifecycle" "resources" "extraMounts" "restartPolicy" "podExtra" "nodeType" "tolerations"
+      "plain" "extraVolumes" "sidecars" -}}
+{{- range $name, $_ := . -}}
+{{- if not (has $name $options) -}}
+{{- fail (printf "the library's mlrecipe.podSpec got an unknown option %q (its options: %s)" $name (join ", " $options)) -}}
+{{- end -}}
+{{- end -}}
+{{- $ctx := required "the library's mlrecipe.podSpec needs the option ctx" .ctx -}}
 {{- $v := $ctx.Values -}}
 {{- $blk := dict -}}
 {{- if .block }}{{ $blk = index $v .block | default dict }}{{ end -}}
@@ -47,7 +70,7 @@ initContainers:
   {{- . | nindent 2 }}
 {{- end }}
 containers:
-  - name: {{ .container }}
+  - name: {{ required "the library's mlrecipe.podSpec needs the option container" .container }}
     {{- include "mlrecipe.image" $ctx | trim | nindent 4 }}
     {{- if .command }}
     command:
