@@ -63,6 +63,10 @@ CASES = [
     ("probe-period-beyond-int32", "server:\n  command: [python3]\n  readiness_probe:\n    period_secs: "
      + "9" * 20 + "\n", "serving/generic-server", [], "server.readiness_probe.period_secs: must be less than or "
      "equal to 2147483647", 4),
+    ("framework-too-long", "framework: " + "x" * 300 + "\n" + TRAIN, PYTORCH, [], "framework: String should have "
+     "at most 100 characters", 1),
+    ("framework-a-path", "framework: ../../../etc\n" + TRAIN, PYTORCH, [], "framework: String should match pattern",
+     1),
     ("kubernetes-inf-value", "image: python:3.11\nkueue: {weight: .inf}\n" + TRAIN, PYTORCH,
      ["--backend", "kubernetes"], "kueue.weight: inf cannot be given to Helm (JSON has no infinity or NaN)", 2),
     ("kubernetes-null-block", "image: python:3.11\nresources: null\n" + TRAIN, PYTORCH, ["--backend", "kubernetes"],

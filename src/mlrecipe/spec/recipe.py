@@ -381,7 +381,8 @@ class Recipe(Model):
         description="Retries of the job (Job backoffLimit / runPolicy.backoffLimit; a requeue on Slurm)."
     )
     framework: str | None = Field(
-        None, description="Scripts shipped by the chart under scripts/<framework>/, mounted at /etc/framework-scripts."
+        None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="Scripts shipped by the chart under scripts/<framework>/, mounted at /etc/framework-scripts.",
     )
     resources: Resources = Field(
         default_factory=Resources, description="Nodes, processes per node, instance type, requests and limits."

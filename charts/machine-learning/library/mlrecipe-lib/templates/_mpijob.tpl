@@ -58,6 +58,12 @@ spec:
         metadata:
           {{- include "mlrecipe.podMeta" (dict "ctx" $ctx "labels" (dict "mlrecipe.io/role" "worker")) | nindent 10 }}
         spec:
+          {{- $spread := dict }}
+          {{- if $mpi.spread_workers }}
+          {{- $match := dict "app.kubernetes.io/instance" $ctx.Release.Name "mlrecipe.io/step" (include "mlrecipe.stepName" $ctx) "mlrecipe.io/role" "worker" }}
+          {{- $spread = dict "topologySpreadConstraints" (list (dict "maxSkew" 1 "topologyKey" "kubernetes.io/hostname" "whenUnsatisfiable" "DoNotSchedule" "labelSelector" (dict "matchLabels" $match))) }}
+          {{- end }}
           {{- include "mlrecipe.podSpec" (dict "ctx" $ctx "container" "worker" "block" .block "runtime" true
-                "command" ($mpi.worker_command | default list) "args" ($mpi.worker_args | default list)) | trim | nindent 10 }}
+                "command" ($mpi.worker_command | default list) "args" ($mpi.worker_args | default list)
+                "podExtra" $spread) | trim | nindent 10 }}
 {{- end -}}
