@@ -317,6 +317,10 @@ class MpiRun(Model):
         description="Worker container command (e.g. [/usr/sbin/sshd, -De]); empty: the image's entrypoint.",
     )
     worker_args: list[str] = Field(default_factory=list, description="Worker container args.")
+    spread_workers: bool = Field(
+        False, description="Spread the worker pods over nodes: at most one more worker on any node than on another "
+        "(topologySpreadConstraints on kubernetes.io/hostname, DoNotSchedule).",
+    )
 
     @field_validator("args", mode="before")
     @classmethod
