@@ -53,17 +53,22 @@ def _docstrings() -> list[tuple[str, str]]:
 
 
 def write_shards(out: Path, shards: int, repeat: int = 1, limit: int | None = None) -> list[Path]:
-    """Deal the documents (``repeat`` times over, at most ``limit``) round-robin into ``out/NN.jsonl.zst``;
-    writes ``out/sha256sums.txt``."""
+    """Deal the documents (``repeat`` times over, at most ``limit``) into ``shards`` files ``out/NN.jsonl.zst`` of
+    about equal size; writes ``out/sha256sums.txt``."""
     import zstandard
 
     docs = documents() * repeat
     docs = docs[:limit] if limit else docs
     out.mkdir(parents=True, exist_ok=True)
+    dealt: list[list[str]] = [[] for _ in range(shards)]
+    sizes = [0] * shards
+    for name, text in docs:  # each document to the smallest shard so far: shards of about one size, as the Pile's
+        smallest = sizes.index(min(sizes))
+        dealt[smallest].append(json.dumps({"text": text, "meta": {"pile_set_name": name}}, ensure_ascii=False))
+        sizes[smallest] += len(text)
     paths = []
-    for shard in range(shards):
-        body = "".join(json.dumps({"text": text, "meta": {"pile_set_name": name}}, ensure_ascii=False) + "\n"
-                       for name, text in docs[shard::shards])
+    for shard, rows in enumerate(dealt):
+        body = "".join(row + "\n" for row in rows)
         path = out / f"{shard:02d}.jsonl.zst"
         path.write_bytes(zstandard.ZstdCompressor(level=3).compress(body.encode()))
         paths.append(path)

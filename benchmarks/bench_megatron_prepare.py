@@ -1,0 +1,167 @@
+"""Preprocessing throughput of ``framework: megatron``'s ``data/prepare.py``: 1 vs 2 ranks, and vs megatron-core.
+
+Data: Pile-shaped ``.jsonl.zst`` shards and a byte-level BPE tokenizer made here by
+:mod:`mlrecipe_scripts.megatron.data.sample_corpus` (Python's own docs, ``--repeat`` times over), placed in each
+run's data dir beforehand, so only the ``preprocess`` stage runs (streamed ``.zst`` -> JSON -> tokens -> ``.bin/.idx``,
+``--append-eod``, ``--workers 1`` per rank).
+
+* ``1 rank`` / ``2 ranks``: the chart tree's ``data/prepare.py`` as processes with ``OMPI_COMM_WORLD_RANK``/``SIZE``
+  set by hand (what ``mpirun`` gives them), the same shards; wall time from launch to the last exit (start-up and
+  rank 0's manifest included). Target: 2 ranks / 1 rank >= 1.8x on 2 cores.
+* ``script`` vs ``megatron-core loop``: the script's own per-shard preprocessing time (from its done-markers) with
+  megatron-core's ``IndexedDatasetBuilder`` (``--writer megatron``) and with the built-in writer, against the minimal
+  loop a user would write around megatron-core (its ``tools/preprocess_data.py`` is not in the wheel): zstandard's
+  stream reader, ``json.loads``, the same ``tokenizers`` tokenizer, ``add_document`` per document, ``finalize``;
+  one process (the same worker count), imports excluded on both sides. Target: script / loop >= 1.0x.
+
+Each configuration runs ``--repeats`` times in rotating order; the medians are printed (figures go nowhere else).
+Usage: ``python benchmarks/bench_megatron_prepare.py [--shards 4] [--repeat 6] [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+PREPARE = REPO / "charts" / "machine-learning" / "data-prep" / "mpijob-data-process" / "scripts" / "megatron" / \
+    "data" / "prepare.py"
+
+from mlrecipe_scripts.megatron.data import sample_corpus  # noqa: E402
+
+
+def _env(rank: int, size: int, run: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI")) and k not in ("RANK",
+                                                                                                   "WORLD_SIZE")}
+    env.update(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(size), OMPI_MCA_ess_base_jobid=run,
+               OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    return env
+
+
+def _fresh(data: Path, shards: list[Path]) -> None:
+    shutil.rmtree(data, ignore_errors=True)
+    data.mkdir(parents=True)
+    for shard in shards:
+        shutil.copyfile(shard, data / shard.name)
+
+
+def run_script(work: Path, shards: list[Path], tokenizer: Path, ranks: int, writer: str) -> tuple[float, float, dict]:
+    """Wall seconds of a ``ranks``-rank preparation, the CPU seconds of its busiest rank, and its manifest (plus
+    the summed per-shard preprocessing seconds)."""
+    data = work / f"data-{ranks}-{writer}"
+    _fresh(data, shards)
+    args = [sys.executable, str(PREPARE), "--file-numbers", f"0-{len(shards) - 1}", "--data-dir", str(data),
+            "--tokenizer-dir", str(tokenizer), "--append-eod", "--stages", "preprocess", "--writer", writer]
+    run = f"bench-{time.monotonic_ns()}"
+    logs = [work / f"rank-{rank}.log" for rank in range(ranks)]
+    start = time.perf_counter()
+    procs = [subprocess.Popen(args, env=_env(rank, ranks, run), stdout=subprocess.DEVNULL, stderr=log.open("w"))
+             for rank, log in zip(range(ranks), logs, strict=True)]
+    cpu = []
+    for proc, log in zip(procs, logs, strict=True):
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            raise SystemExit(f"prepare.py failed: {log.read_text()[-2000:]}")
+        cpu.append(usage.ru_utime + usage.ru_stime)
+    wall = time.perf_counter() - start
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["shard_seconds"] = sum(json.loads((data / f"{p['prefix']}.done").read_text())["seconds"]
+                                    for p in manifest["prefixes"])
+    return wall, max(cpu), manifest
+
+
+def run_loop(work: Path, shards: list[Path], tokenizer: Path) -> tuple[float, int, int]:
+    """The hand-written megatron-core loop over the same shards: (seconds, documents, tokens)."""
+    import io
+
+    import numpy as np
+    import zstandard
+    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer / "tokenizer.json"))
+    eod = tok.token_to_id("<|endoftext|>")
+    dtype = DType.optimal_dtype(tok.get_vocab_size())
+    out = work / "loop"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    documents = tokens = 0
+    start = time.perf_counter()
+    for shard in shards:
+        prefix = out / f"loop_{shard.name.split('.')[0]}_text_document"
+        builder = IndexedDatasetBuilder(f"{prefix}.bin", dtype=dtype)
+        with shard.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+            for line in io.TextIOWrapper(reader, encoding="utf-8"):
+                text = json.loads(line)["text"]
+                ids = [*tok.encode(text, add_special_tokens=False).ids, eod]
+                builder.add_document(np.array(ids, dtype=dtype), [len(ids)])
+                documents += 1
+                tokens += len(ids)
+        builder.finalize(f"{prefix}.idx")
+    return time.perf_counter() - start, documents, tokens
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=6, help="the sample corpus dealt this many times over")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-megatron-"))
+    try:
+        shards = sample_corpus.write_shards(work / "mirror", args.shards, args.repeat)
+        tokenizer = sample_corpus.train_tokenizer(work / "tokenizer")
+        import megatron.core.datasets.indexed_dataset  # noqa: F401  (imported once, outside every timing)
+
+        configs = ["1 rank", "2 ranks", "script megatron", "script builtin", "loop"]
+        results: dict[str, list[float]] = {c: [] for c in configs}
+        busiest: dict[str, list[float]] = {"1 rank": [], "2 ranks": []}
+        counts: dict[str, tuple[int, int]] = {}
+        run_script(work, shards, tokenizer, 1, "builtin")  # warm-up (page cache, compiled bytecode)
+        for round_ in range(args.repeats):
+            for config in configs[round_ % len(configs):] + configs[:round_ % len(configs)]:
+                if config == "loop":
+                    seconds, docs, toks = run_loop(work, shards, tokenizer)
+                elif config.startswith("script"):
+                    _, _, manifest = run_script(work, shards, tokenizer, 1, config.split()[1])
+                    seconds, docs, toks = manifest["shard_seconds"], manifest["documents"], manifest["tokens"]
+                else:
+                    seconds, cpu, manifest = run_script(work, shards, tokenizer, int(config[0]), "builtin")
+                    busiest[config].append(cpu)
+                    docs, toks = manifest["documents"], manifest["tokens"]
+                results[config].append(seconds)
+                counts[config] = (docs, toks)
+        assert len(set(counts.values())) == 1, f"the runs saw different data: {counts}"
+        docs, toks = counts["loop"]
+        load = os.getloadavg()[0]
+        print(f"{args.shards} shards, {docs} documents, {toks} tokens; {os.cpu_count()} CPUs, load average {load:.1f}; "
+              f"median of {args.repeats} runs each")
+        median = {c: statistics.median(v) for c, v in results.items()}
+        for config in configs:
+            print(f"  {config:16s} {median[config]:7.2f} s  {docs / median[config]:9.0f} documents/s  "
+                  f"{toks / median[config]:10.0f} tokens/s   (runs: {', '.join(f'{s:.2f}' for s in results[config])})")
+        scaling = median["1 rank"] / median["2 ranks"]
+        print(f"2 ranks / 1 rank (wall, start-up included): {scaling:.2f}x  (target >= 1.8x)")
+        cpu_1, cpu_2 = (statistics.median(busiest[c]) for c in ("1 rank", "2 ranks"))
+        print(f"2 ranks / 1 rank on idle cores (CPU s of 1 rank {cpu_1:.2f} / busiest of 2 ranks {cpu_2:.2f}): "
+              f"{cpu_1 / cpu_2:.2f}x")
+        for writer in ("megatron", "builtin"):
+            ratio = median["loop"] / median[f"script {writer}"]
+            print(f"script ({writer} writer) / megatron-core loop: {ratio:.2f}x  (target >= 1.0x)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
