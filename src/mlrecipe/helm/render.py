@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,20 @@ _INSTALL_ORDER = [
     "Ingress",
     "APIService",
 ]
+
+
+@dataclass(frozen=True)
+class RenderedDocument:
+    """One manifest of a render: the template that produced it, its YAML text as Helm wrote it, and the object."""
+
+    template: str
+    text: str
+    manifest: dict[str, Any]
+
+    def install_rank(self, ranks: dict[str, int]) -> tuple[int, str, str]:
+        """Sort key in Helm's install order: the kind's rank (unknown kinds last), then kind, then name."""
+        kind = self.manifest.get("kind", "")
+        return ranks.get(kind, len(ranks)), kind, self.manifest.get("metadata", {}).get("name", "")
 
 
 def charts_root() -> Path:
@@ -152,9 +167,7 @@ def _non_finite(value: Any, path: str = "") -> list[SchemaError]:
     return found
 
 
-def _render(
-    chart_dir: Path, values: dict[str, Any], release: str, namespace: str
-) -> list[tuple[str, str, dict[str, Any]]]:
+def _render(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> list[RenderedDocument]:
     import helm_python
 
     name = str(chart_dir)
@@ -169,7 +182,7 @@ def _render(
     except helm_python.HelmError as exc:
         detail = getattr(exc, "detail", str(exc))
         raise ChartRenderError(name, detail, parse_template_check(detail)) from exc
-    docs: list[tuple[str, str, dict[str, Any]]] = []
+    docs: list[RenderedDocument] = []
     for template in sorted(out, key=lambda t: (t.count("/charts/"), t)):
         if "/templates/" not in template or Path(template).name.startswith("_"):
             continue
@@ -178,26 +191,14 @@ def _render(
         for doc in re.split(r"(?m)^---\s*$", out[template]):
             obj = parse_yaml(doc) if doc.strip() else None
             if obj is not None:
-                docs.append((template, doc.strip("\n"), obj))
+                docs.append(RenderedDocument(template, doc.strip("\n"), obj))
     return docs
 
 
-def _sorted(docs: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[str, str, dict[str, Any]]]:
-    rank = {kind: i for i, kind in enumerate(_INSTALL_ORDER)}
-    return sorted(
-        docs,
-        key=lambda d: (
-            rank.get(d[2].get("kind", ""), len(rank)),
-            d[2].get("kind", ""),
-            d[2].get("metadata", {}).get("name", ""),
-        ),
-    )
-
-
-def _documents(
-    chart_dir: Path, values: dict[str, Any], release: str, namespace: str
-) -> list[tuple[str, str, dict[str, Any]]]:
-    return _sorted(_render(chart_dir, values, release, namespace))
+def _documents(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> list[RenderedDocument]:
+    """The rendered manifests in Helm's install order."""
+    ranks = {kind: i for i, kind in enumerate(_INSTALL_ORDER)}
+    return sorted(_render(chart_dir, values, release, namespace), key=lambda doc: doc.install_rank(ranks))
 
 
 def render_chart(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> list[dict[str, Any]]:
@@ -206,12 +207,13 @@ def render_chart(chart_dir: Path, values: dict[str, Any], release: str, namespac
     Returns the manifests as dicts in Helm's install order (kind order, then name).
     Raises :class:`ChartRenderError` on schema violations (with field paths) and render failures.
     """
-    return [obj for _, _, obj in _documents(Path(chart_dir), values, release, namespace)]
+    return [doc.manifest for doc in _documents(Path(chart_dir), values, release, namespace)]
 
 
 def render_text(chart_dir: Path, values: dict[str, Any], release: str, namespace: str) -> str:
     """Render like :func:`render_chart` but return the YAML stream as ``helm template`` prints it."""
-    parts = [f"---\n# Source: {t}\n{d}\n" for t, d, _ in _documents(Path(chart_dir), values, release, namespace)]
+    docs = _documents(Path(chart_dir), values, release, namespace)
+    parts = [f"---\n# Source: {doc.template}\n{doc.text}\n" for doc in docs]
     return "".join(parts)
 
 
