@@ -42,7 +42,7 @@ help:
 	@echo "make demo        create the environment and run examples/quickstart locally"
 	@echo "make test        install everything needed and run lint + the whole test suite"
 	@echo "make test-fast   unit tests only (no real processes)"
-	@echo "make lint        ruff"
+	@echo "make lint        ruff, then mypy over src/ (the contract, runner and spec strictly)"
 	@echo "make bench       benchmark scripts (figures printed, see README)"
 	@echo "make serve-env   create .venv-vllm (vLLM's CPU build, or vllm on a GPU) for serving steps"
 	@echo "make triton-env  create .venv-triton (a real tritonserver from nvidia-pytriton) for Triton steps"
@@ -156,6 +156,7 @@ demo: venv serve-env
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/mypy
 
 test: venv serve-env triton-env nemo2-env kfp-env system-deps lint
 	$(BIN)/python -m pytest -q
