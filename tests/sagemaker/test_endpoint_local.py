@@ -1,0 +1,90 @@
+"""A serving/sagemaker-endpoint step in mode local, for real: the local client's model server answers
+``/invocations`` with the archive's ``code/inference.py``; the step is serving at its 127.0.0.1 URL once the endpoint
+is InService; a handler that cannot load ends the step Failed with the reason; ``cancel_handle`` (uninstall) stops
+the server and deletes the model, config and endpoint."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not installed")
+
+from mlrecipe.backends.base import ReleaseContext, StepState
+from mlrecipe.backends.sagemaker.backend import SageMakerBackend
+from mlrecipe.backends.sagemaker.endpoint import artifacts_var
+from mlrecipe.backends.sagemaker.options import SageMakerOptions
+from mlrecipe.spec.load import load_step_release
+
+pytestmark = pytest.mark.integration
+HANDLER = """
+import json
+def model_fn(model_dir):
+    return json.load(open(model_dir + "/weights.json"))
+def input_fn(body, content_type):
+    return json.loads(body)["instances"]
+def predict_fn(data, model):
+    return [x * model["w"] for x in data]
+def output_fn(prediction, accept):
+    return json.dumps({"predictions": prediction}), "application/json"
+"""
+BROKEN = "def model_fn(model_dir):\n    raise RuntimeError('weights are corrupt')\n"
+
+
+def archive(path: Path, handler: str) -> str:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in (("weights.json", '{"w": 3}'), ("code/inference.py", handler)):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path.as_uri()
+
+
+def endpoint_step(tmp_path: Path, handler: str):
+    backend = SageMakerBackend(SageMakerOptions(mode="local", local_root=str(tmp_path / "sm"), poll_seconds=0.2))
+    recipe = tmp_path / "endpoint.yaml"
+    recipe.write_text("sagemaker: {model_from: train}\n")
+    step = load_step_release("hyb", "serving/sagemaker-endpoint", [str(recipe)], [], "default").steps[0]
+    ctx = ReleaseContext("hyb", "default", "sagemaker", tmp_path / "release")
+    plan = backend.plan(step, ctx, {artifacts_var("train"): archive(tmp_path / "model.tar.gz", handler)})
+    return backend, plan, ctx
+
+
+def test_local_endpoint_serves_then_uninstall_stops_it(tmp_path: Path, mlhome: Path) -> None:
+    backend, plan, ctx = endpoint_step(tmp_path, HANDLER)
+    running = backend.submit(plan, ctx)
+    try:
+        outcome = running.wait(0.2)
+        assert outcome.state is StepState.SERVING, outcome.message
+        assert outcome.url is not None and outcome.url.startswith("http://127.0.0.1:")
+        request = urllib.request.Request(f"{outcome.url}/invocations", data=b'{"instances": [1, 2]}',
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert json.loads(answer.read()) == {"predictions": [3, 6]}
+    finally:
+        backend.cancel_handle(running.handle)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{outcome.url}/ping", timeout=5)
+    assert not backend.handle_alive(running.handle)
+    root = tmp_path / "sm"
+    for kind in ("endpoints", "endpoint-configs", "models"):  # only the stores' lock files are left
+        assert [p.name for p in (root / kind).iterdir() if not p.name.startswith(".")] == [], kind
+
+
+def test_a_handler_that_cannot_load_fails_the_step_with_the_reason(tmp_path: Path, mlhome: Path) -> None:
+    backend, plan, ctx = endpoint_step(tmp_path, BROKEN)
+    running = backend.submit(plan, ctx)
+    try:
+        outcome = running.wait(0.2)
+    finally:
+        backend.cancel_handle(running.handle)
+    assert outcome.state is StepState.FAILED
+    assert f"endpoint {plan.endpoint_name} is Failed" in outcome.message
+    assert "weights are corrupt" in outcome.message or "model server" in outcome.message
