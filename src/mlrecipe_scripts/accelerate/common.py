@@ -24,9 +24,9 @@ from mlrecipe_scripts.hf_trainer import common_base
 from mlrecipe_scripts.hf_trainer.common_base import *  # noqa: F403 - re-exported (common_base.__all__ is part of this module's interface)
 from mlrecipe_scripts.hf_trainer.common_base import (
     ScriptError,
-    _local_only,
     check_model_source,
     home_dir,
+    load_pretrained,
     log,
     model_id_parts,
     short_error,
@@ -35,7 +35,7 @@ from mlrecipe_scripts.hf_trainer.common_base import (
 __all__ = [
     *common_base.__all__, "CHECKPOINT_RE", "CONVERTED_NAME_RE", "CONVERTED_RE", "CONVERTED_STEP_RE",
     "check_pretrained_dir", "checkpoint_step", "is_peft_dir", "latest_checkpoint", "latest_converted_checkpoint",
-    "load_pretrained", "load_sft_model", "on_off_auto", "peft_base_model", "resolve_sft_model_path",
+    "load_sft_model", "on_off_auto", "peft_base_model", "resolve_sft_model_path",
     "results_dir", "sft_tokenizer_source", "switch_on",
 ]
 
@@ -156,32 +156,6 @@ def peft_base_model(adapter_dir: str, fallback: str, fallback_flag: str) -> tupl
             raise ScriptError(f"{note}: empty (it should hold the base model path)")
         return check_model_source(base, str(note)), str(note)
     return check_model_source(fallback, fallback_flag), fallback_flag
-
-
-def load_pretrained(path: str, flag: str, auto_class: str = "AutoModelForCausalLM", dtype: Any = "auto",
-                    attn_implementation: str | None = "sdpa", trust_remote_code: bool = True,
-                    device_map: Any = None, **kwargs: Any) -> Any:
-    """``transformers.<auto_class>.from_pretrained`` that never downloads and reports failures as :class:`ScriptError`
-    naming ``flag`` (an attention implementation the model lacks falls back to ``eager``)."""
-    import transformers
-
-    cls = getattr(transformers, auto_class)
-    common = dict(dtype=dtype, trust_remote_code=trust_remote_code, local_files_only=_local_only(), **kwargs)
-    if device_map is not None:
-        common["device_map"] = device_map
-    try:
-        try:
-            return cls.from_pretrained(path, attn_implementation=attn_implementation, **common)
-        except (ValueError, ImportError) as exc:
-            if attn_implementation in (None, "eager") or "attn" not in str(exc).lower():
-                raise
-            log(f"attention {attn_implementation} is not available here ({short_error(exc)}); using eager")
-            return cls.from_pretrained(path, attn_implementation="eager", **common)
-    except ScriptError:
-        raise
-    except Exception as exc:
-        kind = auto_class.replace("AutoModelFor", "").replace("AutoModel", "model") or "model"
-        raise ScriptError(f"{flag}={path}: cannot load a {kind} model from it ({short_error(exc)})") from exc
 
 
 def load_sft_model(path: str, flag: str, hf_model_id: str, auto_class: str = "AutoModelForCausalLM",

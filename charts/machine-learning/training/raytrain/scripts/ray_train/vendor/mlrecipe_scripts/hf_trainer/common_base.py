@@ -61,6 +61,7 @@ __all__ = [
     "home_dir",
     "is_main_process",
     "load_causal_lm",
+    "load_pretrained",
     "load_tokenizer",
     "log",
     "model_id_parts",
@@ -507,3 +508,29 @@ def save_final_model(trainer: Any, tokenizer: Any, final: Path) -> None:
     trainer.save_model(str(final))
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(str(final))
+
+
+def load_pretrained(path: str, flag: str, auto_class: str = "AutoModelForCausalLM", dtype: Any = "auto",
+                    attn_implementation: str | None = "sdpa", trust_remote_code: bool = True,
+                    device_map: Any = None, **kwargs: Any) -> Any:
+    """``transformers.<auto_class>.from_pretrained`` that never downloads and reports failures as :class:`ScriptError`
+    naming ``flag`` (an attention implementation the model lacks falls back to ``eager``)."""
+    import transformers
+
+    cls = getattr(transformers, auto_class)
+    common = dict(dtype=dtype, trust_remote_code=trust_remote_code, local_files_only=_local_only(), **kwargs)
+    if device_map is not None:
+        common["device_map"] = device_map
+    try:
+        try:
+            return cls.from_pretrained(path, attn_implementation=attn_implementation, **common)
+        except (ValueError, ImportError) as exc:
+            if attn_implementation in (None, "eager") or "attn" not in str(exc).lower():
+                raise
+            log(f"attention {attn_implementation} is not available here ({short_error(exc)}); using eager")
+            return cls.from_pretrained(path, attn_implementation="eager", **common)
+    except ScriptError:
+        raise
+    except Exception as exc:
+        kind = auto_class.replace("AutoModelFor", "").replace("AutoModel", "model") or "model"
+        raise ScriptError(f"{flag}={path}: cannot load a {kind} model from it ({short_error(exc)})") from exc
