@@ -315,7 +315,8 @@ class Run:
                 if self.rank == 0:
                     print(f"step {step}/{args.train_iters} loss {loss_value:.4f} lr {lr:.3g} "
                           f"samples/s {rate:.1f}", flush=True)
-                    report(step, args.train_iters, loss=loss_value, lr=lr, samples_per_second=rate)
+                    report(step, args.train_iters, loss=loss_value, lr=lr, samples_per_second=rate,
+                           cpu_seconds=time.process_time())
                     if writer:
                         writer.add_scalar("lm loss", loss_value, step)
                         writer.add_scalar("learning-rate", lr, step)

@@ -3,7 +3,7 @@
 Recipes run the scripts at the reference's paths below ``/etc/framework-scripts`` (``text/peft_accelerate.py``,
 ``fine_tune.py`` ...). Those paths are thin entry files that ``make scripts`` generates from this package
 (:mod:`mlrecipe_scripts.generate`, layout in :mod:`mlrecipe_scripts.layout`); each tree also ships a copy of the
-subpackages it needs, so the scripts run without mlrecipe installed. Map:
+subpackages it needs under ``vendor/mlrecipe_scripts/``, so the scripts run without mlrecipe installed. Map:
 
 =============================  ==========================================================================
 ``core``                       what every framework shares: ``script_core`` (errors, logging, ranks,
@@ -25,9 +25,9 @@ subpackages it needs, so the scripts run without mlrecipe installed. Map:
 =============================  ==========================================================================
 
 Modules import each other by their full names (``from mlrecipe_scripts.core.script_core import log``); nothing
-here edits ``sys.path`` except an entry file's one bootstrap line (it puts its tree's root first, so that the tree's
-own copy of this package is the one imported) and :func:`tree_root`, which Ray workers and NeMo's launcher get as
-their import path.
+here edits ``sys.path`` except an entry file's one bootstrap line (it puts its tree's ``vendor/`` first, so that the
+tree's own copy of this package is the one imported) and :func:`import_root`, which Ray workers and NeMo's launcher
+get as their import path.
 
 Add a framework: write ``mlrecipe_scripts/<framework>/`` (shared code goes to ``core`` / ``hf_trainer`` /
 ``lightning_core``, never into another framework's subpackage), add a :class:`~mlrecipe_scripts.layout.Tree` to
@@ -41,6 +41,6 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def tree_root() -> str:
-    """The directory holding this package: a framework tree's root on a cluster, ``src/`` in a checkout."""
+def import_root() -> str:
+    """The directory holding this package: a framework tree's ``vendor/`` on a cluster, ``src/`` in a checkout."""
     return str(Path(__file__).resolve().parent.parent)
