@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from mlrecipe.backends.options import CLI_SOURCE
 from mlrecipe.backends.registry import get_backend
-from mlrecipe.errors import SpecError
-from mlrecipe.runner.step_backends import StepBackends, split_options
+from mlrecipe.errors import SpecError, SpecIssue
+from mlrecipe.runner.step_backends import StepBackends, hint_other_backends, split_options
 from tests.integration.helpers import cli
 
 PIPELINE = """\
@@ -43,6 +44,14 @@ def test_split_by_backend_name() -> None:
 def test_a_backend_name_that_is_no_mapping_stays_a_plain_key() -> None:
     own, others = split_options("local", {"sagemaker": "x"})
     assert own == {"sagemaker": "x"} and others == {}  # then refused as an unknown option of local
+
+
+def test_an_unknown_option_of_the_release_backend_names_the_backends_that_have_it() -> None:
+    unknown = SpecError([SpecIssue(CLI_SOURCE, None, "role_arn", "unknown option 'role_arn'"),
+                         SpecIssue(CLI_SOURCE, None, "colour", "unknown option 'colour'")])
+    issues = hint_other_backends(unknown, "local").issues
+    assert issues[0].message.endswith("an option of a step's backend is spelled -B sagemaker.role_arn=...")
+    assert issues[1].message == "unknown option 'colour'"  # no backend has it
 
 
 def test_named_backend_takes_its_options(mlhome: Path) -> None:

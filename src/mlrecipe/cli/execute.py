@@ -26,12 +26,15 @@ def _backends(name: str | None, spec_backend: str | None, opts: list[str],
     from mlrecipe.backends.options import parse_backend_opts
     from mlrecipe.backends.registry import DEFAULT_BACKEND, get_backend
     from mlrecipe.errors import SpecError, SpecIssue, UnknownBackendError
-    from mlrecipe.runner.step_backends import split_options
+    from mlrecipe.runner.step_backends import hint_other_backends, split_options
 
     chosen = name or spec_backend or DEFAULT_BACKEND
     try:
         own, others = split_options(chosen, parse_backend_opts(opts))
-        return get_backend(chosen, own), others
+        try:
+            return get_backend(chosen, own), others
+        except SpecError as exc:
+            raise hint_other_backends(exc, chosen) from None
     except UnknownBackendError as exc:
         if name is None and spec_backend is not None and spec_at is not None:
             raise SpecError([SpecIssue(*spec_at, str(exc))]) from None

@@ -42,6 +42,21 @@ def split_options(release_backend: str, options: dict[str, Any]) -> tuple[dict[s
     return own, others
 
 
+def hint_other_backends(exc: SpecError, release_backend: str) -> SpecError:
+    """``exc`` with the way to another backend added to each unknown command-line option that backend has
+    (``-B mode=local`` on a local release: ``-B sagemaker.mode=...`` for a step's SageMaker backend)."""
+    issues = []
+    for issue in exc.issues:
+        key = issue.path.split(".", 1)[0]
+        owners = [n for n in sorted(BACKENDS) if n != release_backend and issue.file == CLI_SOURCE
+                  and issue.message.startswith("unknown option") and key in backend_class(n).options_type.model_fields]
+        if owners:
+            spelled = " or ".join(f"-B {n}.{issue.path}=..." for n in owners)
+            issue = replace(issue, message=f"{issue.message}; an option of a step's backend is spelled {spelled}")
+        issues.append(issue)
+    return SpecError(issues)
+
+
 @dataclass
 class StepBackends:
     """The backends of one release, by name; the release's own is ``default``."""

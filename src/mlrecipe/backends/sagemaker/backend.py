@@ -86,7 +86,8 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan | EndpointPlan, Sa
             return issues
         missing = [n for n in ("role_arn", "s3_prefix") if not getattr(o, n)]
         return issues + [SpecIssue(OPTION_SOURCE, None, n, f"required in mode aws (set it in the config file's "
-                                   f"sagemaker section or with -B {n}=...; or use -B mode=local)") for n in missing]
+                                   f"sagemaker section or with -B sagemaker.{n}=...; or use -B sagemaker.mode=local)")
+                         for n in missing]
 
     def check(self, step: StepSpec) -> list[str]:
         """Capabilities, then the whole request as the service would check it (nothing is uploaded yet)."""
@@ -111,7 +112,8 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan | EndpointPlan, Sa
         found = issues_of(step, request, local=self.options.mode == "local")
         if not request.request["AlgorithmSpecification"]["TrainingImage"]:
             found.insert(0, step.issue("image", "required on the sagemaker backend: an image SageMaker can pull (an "
-                                       "ECR URI), or map the recipe's image with -B images.<image>=<ECR URI>"))
+                                       "ECR URI), or map the recipe's image with "
+                                       "-B sagemaker.images.<image>=<ECR URI>"))
         return missing + [i for i in found if not (i.file == OPTION_SOURCE and i.path in said)]
 
     def plan(self, step: StepSpec, ctx: ReleaseContext,

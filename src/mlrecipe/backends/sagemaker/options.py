@@ -1,4 +1,5 @@
-"""Options of the SageMaker backend: the ``sagemaker:`` section of the config file, or ``-B key=value``.
+"""Options of the SageMaker backend: the ``sagemaker:`` section of the config file, or ``-B sagemaker.key=value``
+(plain ``-B key=value`` where SageMaker is the release's backend).
 
 Example::
 

@@ -148,7 +148,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
                          f"local backend's volume, as file system {fs.id}")
         if fs is None:
             notes.append(f"pvc {pvc.name} ({pvc.mount_path}) is not mounted: name its file system with "
-                         f"-B file_systems.{pvc.name}.id=fs-... (FSx for Lustre or EFS, with subnets)")
+                         f"-B sagemaker.file_systems.{pvc.name}.id=fs-... (FSx for Lustre or EFS, with subnets)")
             continue
         origins[f"InputDataConfig[{len(channels) + 1}]"] = ("option", f"file_systems.{pvc.name}")
         channels.append({"ChannelName": pvc.name, "DataSource": {"FileSystemDataSource": {
