@@ -166,7 +166,7 @@ def test_v2_generate_translates_to_completions() -> None:
     events = [json.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: ")]
     assert [e["text_output"] for e in events] == ["a", "b"]
     status, _, raw = run(request(app, "POST", "/v2/models/nope/generate", body))
-    assert status == 404 and "does not exist" in json.loads(raw)["error"]
+    assert status == 404 and "does not exist" in json.loads(raw)["error"]["message"]
 
 
 def test_v2_get_routes() -> None:
@@ -193,7 +193,7 @@ def test_translate_generate_rejects_bad_bodies(raw: bytes, message: str) -> None
     with pytest.raises(ValueError, match=message):
         translate_generate("m", raw, False)
     status, _, body = run(request(Gateway(FakeEngine()), "POST", "/v2/models/tiny/generate", raw))
-    assert status == 400 and message.strip("'") .split("'")[0] in json.loads(body)["error"]
+    assert status == 400 and message.strip("'") .split("'")[0] in json.loads(body)["error"]["message"]
 
 
 def test_translate_generate_accepts_triton_forms() -> None:
@@ -205,14 +205,43 @@ def test_translate_generate_accepts_triton_forms() -> None:
 
 def test_tokens_per_second_keeps_only_its_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """A server that is never scraped does not accumulate: the window is trimmed as tokens arrive."""
-    from mlrecipe.serve import gateway
+    from mlrecipe.serve.gateway import metrics as gateway_metrics
 
     clock = [100.0]
-    monkeypatch.setattr(gateway.time, "monotonic", lambda: clock[0])
-    metrics = gateway.Metrics(window_s=10.0)
+    monkeypatch.setattr(gateway_metrics.time, "monotonic", lambda: clock[0])
+    metrics = gateway_metrics.Metrics(window_s=10.0)
     for _ in range(1000):
         metrics.add_tokens(5)
         clock[0] += 0.1
     assert len(metrics._recent) <= 101
     assert metrics.tokens_per_second() == pytest.approx(5 * 100 / 10, rel=0.02)
     assert metrics.tokens_total == 5000
+
+
+def test_every_error_has_the_one_openai_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    """401, 413 and 429 on the OpenAI routes and 400/404 on the v2 routes (an engine's error included) all answer
+    {"error": {"message", "type", "param", "code"}} with the status as the code."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    auth = {"Authorization": "Bearer k"}
+    keyed = Gateway(FakeEngine(), GatewayConfig(api_key_env="TEST_KEY", max_body_bytes=200, max_inflight=0))
+    small = json.dumps({"model": "tiny", "prompt": "x"}).encode()
+    v2 = json.dumps({"text_input": "x"}).encode()
+    answers = [
+        run(request(keyed, "GET", "/v1/models")),
+        run(request(keyed, "POST", "/v1/completions", b"x" * 500, headers=auth)),
+        run(request(keyed, "POST", "/v1/completions", small, headers=auth)),
+    ]
+    app = Gateway(FakeEngine())
+    answers += [
+        run(request(app, "POST", "/v2/models/tiny/generate", b"{bad")),
+        run(request(app, "POST", "/v2/models/nope/generate", v2)),
+        run(request(app, "GET", "/v2/models/nope")),
+        run(request(app, "GET", "/v2/nowhere")),
+        run(request(app, "POST", "/v2/models/tiny/nowhere", v2)),
+    ]
+    assert [status for status, _, _ in answers] == [401, 413, 429, 400, 404, 404, 404, 404]
+    for status, headers, body in answers:
+        error = json.loads(body)["error"]
+        assert set(error) == {"message", "type", "param", "code"} and error["code"] == status, body
+        assert isinstance(error["message"], str) and error["message"] and isinstance(error["type"], str)
+        assert headers["content-type"] == "application/json"

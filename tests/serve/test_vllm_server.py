@@ -155,7 +155,7 @@ def test_kserve_v2_and_triton_generate(vllm_release: Release) -> None:
     assert len(events) == 5 and all("text_output" in e for e in events)
     assert httpx.post(base + "/v2/models/nope/generate", headers=h, json={"text_input": "a"}).status_code == 404
     bad = httpx.post(base + "/v2/models/tiny/generate", headers=h, json={"parameters": {}})
-    assert bad.status_code == 400 and "text_input" in bad.json()["error"]
+    assert bad.status_code == 400 and "text_input" in bad.json()["error"]["message"]
 
 
 def test_metrics(vllm_release: Release) -> None:
