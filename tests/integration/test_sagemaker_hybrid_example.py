@@ -80,17 +80,17 @@ def test_aws_mode_dry_run_golden(mlhome: Path, update_golden: bool) -> None:
     check_golden(GOLDEN, text, update_golden)
 
 
-def test_training_moves_to_the_local_or_kubernetes_backend(mlhome: Path, tmp_path: Path) -> None:
-    # A step's backend is a pipeline key, not a recipe value: --set cannot change it; a copy of the pipeline
-    # without the training step's 'backend: sagemaker' runs it on the release's backend (-b).
-    moved = tmp_path / "pipeline.yaml"
-    text = PIPELINE.read_text().replace("    backend: sagemaker\n    recipe: recipes/train.yaml",
-                                        "    recipe: recipes/train.yaml")
-    moved.write_text(text.replace("recipe: recipes/", f"recipe: {EXAMPLE}/recipes/"))
-    local = cli(mlhome, "run", str(moved), "--dry-run", "-B", "sagemaker.mode=local", timeout=120)
+def test_training_moves_to_the_local_or_kubernetes_backend(mlhome: Path) -> None:
+    local = cli(mlhome, "run", str(PIPELINE), "--dry-run", "-B", "sagemaker.mode=local", "--set", "train.backend=local",
+                timeout=120)
     assert local.returncode == 0, local.stderr
     assert "# ==== step train: backend local ====" in local.stdout and "torchrun" in local.stdout
-    kube = cli(mlhome, "run", str(moved), "--dry-run", "-b", "kubernetes", "-B", "sagemaker.mode=local",
-               timeout=120)
+    kube = cli(mlhome, "run", str(PIPELINE), "--dry-run", "-B", "sagemaker.mode=local", "--set",
+               "train.backend=kubernetes", timeout=120)
     assert kube.returncode == 0, kube.stderr
     assert "# ==== step train: backend kubernetes ====" in kube.stdout and "kind: PyTorchJob" in kube.stdout
+    release = cli(mlhome, "run", str(PIPELINE), "--dry-run", "-b", "kubernetes", "-B", "sagemaker.mode=local",
+                  "--set", "train.backend=null", timeout=120)  # null: the release's backend
+    assert release.returncode == 0, release.stderr
+    assert "# ==== step train: backend kubernetes ====" in release.stdout
+    assert "# ==== step endpoint: backend sagemaker ====" in release.stdout

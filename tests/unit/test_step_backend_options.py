@@ -12,6 +12,7 @@ from mlrecipe.backends.options import CLI_SOURCE
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.errors import SpecError, SpecIssue
 from mlrecipe.runner.step_backends import StepBackends, hint_other_backends, split_options
+from mlrecipe.spec.load import load_pipeline
 from tests.integration.helpers import cli
 
 PIPELINE = """\
@@ -94,3 +95,15 @@ def test_cli_unknown_option_is_exit_2_naming_it(mlhome: Path, tmp_path: Path, op
     result = cli(mlhome, "run", str(pipeline), "-B", opt, timeout=60)
     assert result.returncode == 2 and named in result.stderr, result.stderr
     assert not (mlhome / "releases").exists()  # nothing started or written
+
+
+def test_set_moves_a_step_to_another_backend(tmp_path: Path) -> None:
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(PIPELINE)
+    steps = {s.name: s for s in load_pipeline(pipeline, ["train.backend=local"]).steps}
+    assert steps["train"].backend == "local" and steps["train"].backend_at == ("--set", None, "train.backend")
+    assert load_pipeline(pipeline, ["train.backend=null"]).steps[1].backend is None  # the release's backend
+    moved = load_pipeline(pipeline, ["data.backend=sagemaker", "data.resources.nnodes=2"]).steps[0]
+    assert moved.backend == "sagemaker" and moved.recipe.resources.nnodes == 2
+    with pytest.raises(SpecError, match=r"--set: train.backend: must be a backend name"):
+        load_pipeline(pipeline, ["train.backend.x=1"])

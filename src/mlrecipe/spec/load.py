@@ -384,6 +384,14 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
             step_sources.entries.append((doc, ("steps", i, "values"), f"steps[{i}].values"))
             values = deep_merge(values, st.values)
         step_sets = overrides.get(st.name)
+        step_backend, backend_set = st.backend, False
+        if isinstance(step_sets, dict) and "backend" in step_sets:  # --set train.backend=local: where the step runs
+            step_sets = {k: v for k, v in step_sets.items() if k != "backend"}
+            chosen, backend_set = overrides[st.name]["backend"], True
+            if chosen is not None and not isinstance(chosen, str):
+                issues.append(SpecIssue("--set", None, f"{st.name}.backend", f"must be a backend name (or null: the "
+                                        f"release's backend), got {chosen!r}"))
+            step_backend = chosen or None
         if isinstance(step_sets, dict) and step_sets:
             values = deep_merge(values, step_sets)
             step_sources.sets = (set_values_doc(step_sets), st.name)
@@ -396,7 +404,9 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
             if step is not None:
                 loc = ("steps", i, "backend")
                 where = (doc.file, doc.line_of(loc), format_path(loc)) if st.backend else None
-                steps.append(dataclasses.replace(step, matrix=variant.point, backend=st.backend, backend_at=where,
+                if backend_set:
+                    where = ("--set", None, f"{st.name}.backend") if step_backend else None
+                steps.append(dataclasses.replace(step, matrix=variant.point, backend=step_backend, backend_at=where,
                                                  declares_depends_on="depends_on" in st.model_fields_set))
     if issues:
         raise SpecError(issues)
