@@ -41,7 +41,7 @@ from typing import Any
 
 from ray import serve
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 ENGINE_CONFIG_VAR = "ENGINE_CONFIG"
 DEFAULT_TASKS = ("generate",)
@@ -197,6 +197,35 @@ async def forward(app: Any, request: Request) -> Response:
                              media_type=headers.get("content-type"))
 
 
+class InProcessServer:
+    """What vLLM's error handlers expect at ``app.state.server`` (the uvicorn server, which an app inside a Serve
+    replica has none of): they set ``should_exit`` when the engine died, which :func:`dead_engine` also reports."""
+
+    should_exit = False
+
+
+def dead_engine(client: Any) -> BaseException | None:
+    """The engine's error when vLLM's engine client reports its engine dead (``errored``), else ``None``."""
+    if not getattr(client, "errored", False):  # the engine client's attributes differ across vLLM versions
+        return None
+    found = getattr(client, "dead_error", None)
+    return found if isinstance(found, BaseException) else RuntimeError("the vLLM engine is dead")
+
+
+def engine_error_text(exc: BaseException) -> str:
+    """``exc`` with its type and its first cause, as a one-line message."""
+    text = f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__ or exc.__context__
+    return f"{text} (caused by {type(cause).__name__}: {cause})" if cause is not None else text
+
+
+def engine_dead_response(exc: BaseException) -> Response:
+    """503 with an OpenAI-style error body carrying the dead engine's error."""
+    message = f"the model's engine is dead and no longer serves: {engine_error_text(exc)}"
+    return JSONResponse({"error": {"message": message, "type": "ServiceUnavailableError", "param": None,
+                                   "code": 503}}, status_code=503)
+
+
 @serve.deployment(ray_actor_options={"num_cpus": 0})
 class VLLMDeployment:
     """One vLLM engine behind vLLM's own OpenAI application (``/v1/completions``, ``/v1/chat/completions``, ...)."""
@@ -213,6 +242,8 @@ class VLLMDeployment:
                 "model_config": self._model_config, "vllm_config": self._vllm_config}
         app = await call_by_name(vllm_name("build_app"), **made)
         await call_by_name(vllm_name("init_app_state"), state=lambda: app.state, **made)
+        if not hasattr(app.state, "server"):
+            app.state.server = InProcessServer()
         self.app = with_gateway(app)
 
     async def _model_config(self) -> Any:
@@ -224,11 +255,15 @@ class VLLMDeployment:
         return found if found is not None else await self.client.get_vllm_config()
 
     async def check_health(self) -> None:
-        """Serve's health check: the engine's own."""
+        """Serve's health check: the engine's own; a dead engine raises, so Serve marks the replica unhealthy."""
+        dead = dead_engine(self.client)
+        if dead is not None:
+            raise RuntimeError(f"the vLLM engine is dead: {engine_error_text(dead)}") from dead
         await self.client.check_health()
 
     async def __call__(self, request: Request) -> Response:
-        return await forward(self.app, request)
+        dead = dead_engine(self.client)
+        return engine_dead_response(dead) if dead is not None else await forward(self.app, request)
 
 
 if os.environ.get(ENGINE_CONFIG_VAR):
