@@ -251,6 +251,11 @@ class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
     def handle_alive(self, handle: HandleT) -> bool:
         """Whether anything of the step described by ``handle`` still runs."""
 
+    def server_health(self, handle: HandleT) -> str | None:
+        """Why the server of the serving step described by ``handle`` is unhealthy right now (its health URL did not
+        answer 2xx), or ``None`` when it is healthy or this backend cannot tell. Asked only while ``handle_alive``."""
+        return None
+
     def load_handle(self, data: dict[str, Any]) -> HandleT:
         """The typed handle of a step from its JSON form in the release state."""
         return self.handle_type.model_validate(data)  # type: ignore[return-value]

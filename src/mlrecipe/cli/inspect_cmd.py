@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,18 +122,40 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def _server_checks(record: ReleaseRecord, backends: StepBackends) -> dict[str, str]:
-    """For each serving step of ``record``: whether its server is still up (asked of the step's backend)."""
-    from mlrecipe.backends.base import StepState
+@dataclass(frozen=True)
+class ServerCheck:
+    """A serving step's server as ``status`` found it: ``up``, ``unhealthy`` (its processes run, its health URL does
+    not answer 2xx), ``gone`` (its processes ended) or ``unknown``, and why (the log's last error line)."""
+
+    word: str
+    reason: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.word} ({self.reason})" if self.reason else self.word
+
+
+def _server_checks(record: ReleaseRecord, backends: StepBackends) -> dict[str, ServerCheck]:
+    """For each serving step of ``record``: whether its server is up and healthy (asked of the step's backend)."""
+    from mlrecipe.backends.base import ReleaseContext, StepState
+    from mlrecipe.logtail import last_error
 
     serving = [s for s in record.steps.values() if s.state is StepState.SERVING and s.handle]
+    ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
     out = {}
     for s in serving:
         try:
             impl = backends.named(record.backend_of(s))
-            out[s.name] = "up" if impl.handle_alive(impl.load_handle(s.handle)) else "gone"
+            handle = impl.load_handle(s.handle)
+            alive = impl.handle_alive(handle)
+            problem = impl.server_health(handle) if alive else None
+            if alive and problem is None:
+                out[s.name] = ServerCheck("up")
+                continue
+            logged = last_error(impl.log_path(ctx, s.name))
+            out[s.name] = ServerCheck("unhealthy", f"{problem}: {logged}" if logged else problem) if alive \
+                else ServerCheck("gone", logged)
         except (BackendError, MlrecipeError) as exc:
-            out[s.name] = f"unknown ({exc})"
+            out[s.name] = ServerCheck("unknown", str(exc))
     return out
 
 
@@ -156,7 +179,7 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
     from mlrecipe.runner.state import find_records, scan_records
 
     corrupt: list[tuple[Path, CorruptStateError]] = []
-    checks: dict[tuple[str, str, str], dict[str, str]] = {}
+    checks: dict[tuple[str, str, str], dict[str, ServerCheck]] = {}
     try:
         if release is None:
             records, corrupt = scan_records()
@@ -176,8 +199,11 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
         for r in records:
             doc = summary(r)
             for step in doc["steps"]:
-                if step["name"] in checks.get((r.backend, r.namespace, r.release), {}):
-                    step["server"] = checks[(r.backend, r.namespace, r.release)][step["name"]]
+                check = checks.get((r.backend, r.namespace, r.release), {}).get(step["name"])
+                if check is not None:
+                    step["server"] = check.word
+                    if check.reason:
+                        step["server_reason"] = check.reason
             docs.append(doc)
         docs += [{"address": _corrupt_address(path), "state": "corrupt", "error": str(exc)} for path, exc in corrupt]
         emit_json(docs)

@@ -95,6 +95,19 @@ def probe(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def health_problem(url: str, timeout: float = 2.0) -> str | None:
+    """Why ``GET url`` does not answer 2xx right now (``None`` when it does)."""
+    import urllib.error
+
+    try:
+        with _opener().open(url, timeout=timeout) as resp:
+            return None if 200 <= resp.status < 300 else f"GET {url} answered {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return f"GET {url} answered {exc.code}"
+    except (OSError, ValueError) as exc:
+        return f"GET {url} failed: {getattr(exc, 'reason', None) or exc}"
+
+
 @dataclass
 class ReadinessWatcher:
     """Watches a server become ready: probes its health URL at most once a period, within the budget.

@@ -24,7 +24,7 @@ from mlrecipe.backends.host.images import ImageEnvironments, environment_problem
 from mlrecipe.backends.host.launches import launch_problems
 from mlrecipe.backends.host.ports import free_port
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
-from mlrecipe.backends.host.serving import server_problems
+from mlrecipe.backends.host.serving import health_problem, server_problems
 from mlrecipe.backends.host.volumes import mount_problems, prepare_mounts
 from mlrecipe.backends.local import procs
 from mlrecipe.backends.local.cpus import CpuSlots
@@ -171,3 +171,6 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
 
     def handle_alive(self, handle: LocalHandle) -> bool:
         return procs.run_alive(handle)
+
+    def server_health(self, handle: LocalHandle) -> str | None:
+        return health_problem(handle.server.health) if handle.server is not None else None
