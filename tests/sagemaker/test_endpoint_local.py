@@ -88,3 +88,25 @@ def test_a_handler_that_cannot_load_fails_the_step_with_the_reason(tmp_path: Pat
     assert outcome.state is StepState.FAILED
     assert f"endpoint {plan.endpoint_name} is Failed" in outcome.message
     assert "weights are corrupt" in outcome.message or "model server" in outcome.message
+
+
+def test_model_data_may_be_a_directory_in_local_mode(tmp_path: Path, mlhome: Path) -> None:
+    model = tmp_path / "volume" / "model"  # what a training step on another backend left on a shared volume
+    (model / "code").mkdir(parents=True)
+    (model / "weights.json").write_text('{"w": 5}')
+    (model / "code" / "inference.py").write_text(HANDLER)
+    backend = SageMakerBackend(SageMakerOptions(mode="local", local_root=str(tmp_path / "sm"), poll_seconds=0.2))
+    recipe = tmp_path / "endpoint.yaml"
+    recipe.write_text(f"sagemaker: {{model_from: train, model_data: '{model.as_uri()}'}}\n")  # model_data wins
+    step = load_step_release("hyb", "serving/sagemaker-endpoint", [str(recipe)], [], "default").steps[0]
+    ctx = ReleaseContext("hyb", "default", "sagemaker", tmp_path / "release")
+    running = backend.submit(backend.plan(step, ctx, {}), ctx)
+    try:
+        outcome = running.wait(0.2)
+        assert outcome.state is StepState.SERVING, outcome.message
+        request = urllib.request.Request(f"{outcome.url}/invocations", data=b'{"instances": [2]}',
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert json.loads(answer.read()) == {"predictions": [10]}
+    finally:
+        backend.cancel_handle(running.handle)

@@ -175,8 +175,10 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan | EndpointPlan, Sa
 
     def _submit_endpoint(self, plan: EndpointPlan) -> EndpointRunningStep:
         if not plan.model_ready:
-            raise BackendError(f"step {plan.step}: no model archive: {plan.notes[0] if plan.notes else ''}; does "
-                               "sagemaker.model_from name an earlier training step of this pipeline?")
+            raise BackendError(f"step {plan.step}: no model archive: {plan.notes[0] if plan.notes else ''}; only a "
+                               "training step that ran on SageMaker records model_artifacts: does sagemaker.model_from "
+                               "name one? Else give the model with sagemaker.model_data (mode local also takes a "
+                               "file:// directory, e.g. the model a local training step left on a volume)")
         client = self._client("sagemaker")
         handle = self._handle("", endpoint_name=plan.endpoint_name)
         self._save_handle(plan.step_dir, handle)  # before creating: uninstall finds what a lost CLI created

@@ -1,7 +1,8 @@
 """A ``serving/sagemaker-endpoint`` step: a Model, an EndpointConfig and an Endpoint serving an earlier step's model.
 
 The model archive is the earlier step's ``model_artifacts`` (recipe ``sagemaker.model_from: <step>``, read from
-``MLRECIPE_<STEP>_MODEL_ARTIFACTS``) or ``sagemaker.model_data`` (a URI; ``$VARIABLES`` of earlier steps expanded).
+``MLRECIPE_<STEP>_MODEL_ARTIFACTS``) or ``sagemaker.model_data`` (a URI, which wins when given; ``$VARIABLES`` of
+earlier steps expanded; mode local also takes a ``file://`` directory).
 ``image`` is the inference image, ``resources.node_type`` x ``resources.nnodes`` the production variant,
 ``server.env`` the model container's Environment. The three share one name (release, step and a digest of the
 requests), so a re-run or ``resume`` finds the endpoint again and adopts it. The step is ``serving`` when the
@@ -87,14 +88,14 @@ class EndpointPlan(Plan):
 def _model_url(step: StepSpec, env: dict[str, str]) -> tuple[str, bool, SpecIssue | None]:
     """(ModelDataUrl, whether it is known yet, a problem)."""
     block = step.recipe.sagemaker
+    if block is not None and block.model_data:  # given explicitly, it wins over model_from
+        url = Template(block.model_data).safe_substitute(env)
+        return url, "$" not in url, None
     if block is not None and block.model_from:
         var = artifacts_var(block.model_from)
         if var in env:
             return env[var], True, None
         return f"${var}", False, None
-    if block is not None and block.model_data:
-        url = Template(block.model_data).safe_substitute(env)
-        return url, "$" not in url, None
     return "", False, step.issue("sagemaker", "serving/sagemaker-endpoint needs sagemaker.model_from (the earlier "
                                  "step whose model_artifacts it serves) or sagemaker.model_data (an archive URI)")
 

@@ -108,7 +108,12 @@ class LocalHosting:
         return dict(OK)
 
     def _extract(self, url: str, dest: Path) -> None:
+        """The model archive at ``url`` extracted into ``dest``; local-only: a ``file://`` directory is copied as
+        it is (a model that a step on another backend left on a shared volume)."""
         archive = dest.with_name("model.tar.gz")
+        if url.startswith("file://") and Path(unquote(urlparse(url).path)).is_dir():
+            shutil.copytree(unquote(urlparse(url).path), dest, dirs_exist_ok=True)
+            return
         if url.startswith("file://"):
             shutil.copyfile(unquote(urlparse(url).path), archive)
         elif url.startswith("s3://") and self.s3_client_factory is not None:
