@@ -1,5 +1,6 @@
 """A dead vLLM engine inside the Ray Serve deployment (``mlrecipe.serve.ray_openai``): requests get 503 with the
-engine's error in an OpenAI-style body, and Serve's health check raises, so Serve marks the application unhealthy.
+engine's error in an OpenAI-style body (the request it died in too, which vLLM answers 500), and Serve's health check
+raises, so Serve marks the application unhealthy.
 
 The deployment runs with a fake engine client in the serving environment's Python (Ray Serve and starlette live
 there, not in the project's venv); no engine starts.
@@ -45,6 +46,13 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"served", "more_body": False})
 
+def dying_app(client):
+    async def app(scope, receive, send):  # the engine dies during this request; vLLM answers 500
+        client.errored = True
+        await send({"type": "http.response.start", "status": 500, "headers": []})
+        await send({"type": "http.response.body", "body": b"EngineDeadError", "more_body": False})
+    return app
+
 async def ask(deployment):
     async def receive():
         return {"type": "http.request", "body": b"{}", "more_body": False}
@@ -66,6 +74,10 @@ for name, errored in (("alive", False), ("dead", True)):
     deployment = cls.__new__(cls)
     deployment.client, deployment.app = FakeEngineClient(errored), app
     out[name] = asyncio.run(ask(deployment))
+deployment = cls.__new__(cls)
+deployment.client = FakeEngineClient(False)
+deployment.app = dying_app(deployment.client)
+out["dies"] = asyncio.run(ask(deployment))
 print(json.dumps(out))
 '''
 
@@ -88,3 +100,4 @@ def test_dead_engine_answers_503_with_its_error_and_fails_the_health_check() -> 
     assert "head_dim=16" in error["message"]
     assert dead["health"] is not None and dead["health"].startswith("RuntimeError: the vLLM engine is dead")
     assert "head_dim=16" in dead["health"]
+    assert out["dies"]["status"] == 503 and out["dies"]["body"] == dead["body"]

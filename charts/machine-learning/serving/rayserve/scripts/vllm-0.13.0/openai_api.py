@@ -262,8 +262,15 @@ class VLLMDeployment:
         await self.client.check_health()
 
     async def __call__(self, request: Request) -> Response:
+        """The app's answer; 503 with the engine's error once the engine is dead (also for the request it died in,
+        which vLLM answers 500)."""
         dead = dead_engine(self.client)
-        return engine_dead_response(dead) if dead is not None else await forward(self.app, request)
+        if dead is None:
+            response = await forward(self.app, request)
+            dead = dead_engine(self.client) if response.status_code >= 500 else None
+            if dead is None:
+                return response
+        return engine_dead_response(dead)
 
 
 if os.environ.get(ENGINE_CONFIG_VAR):
