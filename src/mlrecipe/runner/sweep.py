@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlrecipe.backends.base import Backend, ReleaseContext, StepState
+from mlrecipe.backends.base import ReleaseContext, StepState
 from mlrecipe.metrics import read_progress
 from mlrecipe.runner.state import ReleaseRecord
 from mlrecipe.spec.load import ReleaseSpec, StepSpec
+
+if TYPE_CHECKING:
+    from mlrecipe.runner.step_backends import AnyBackend
 
 
 @dataclass
@@ -48,7 +51,7 @@ class SweepTable:
         return self.rank_by is not None and any(self.rank_by in row.metrics for row in self.rows)
 
 
-def _metrics(step: StepSpec, backend: Backend[Any, Any, Any], ctx: ReleaseContext,
+def _metrics(step: StepSpec, backend: AnyBackend, ctx: ReleaseContext,
              record: ReleaseRecord | None) -> dict[str, float]:
     progress = read_progress(backend.metrics_path(ctx, step.name))
     if progress is not None:
@@ -71,7 +74,7 @@ def rank(rows: list[SweepRow], metric: str | None, goal: str) -> list[SweepRow]:
     return sorted(rows, key=key)
 
 
-def sweep_tables(spec: ReleaseSpec, backend: Backend[Any, Any, Any], ctx: ReleaseContext,
+def sweep_tables(spec: ReleaseSpec, backend: AnyBackend, ctx: ReleaseContext,
                  record: ReleaseRecord | None) -> list[SweepTable]:
     """One table per matrix step of ``spec`` (none without a matrix), rows ranked by the pipeline's ``sweep``."""
     rank_by = spec.sweep.rank_by if spec.sweep is not None else None
