@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast, overload
 
@@ -27,6 +29,8 @@ from mlrecipe.serve.gateway import Gateway, GatewayConfig, openai_error
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
 
     from mlrecipe.serve.placement import CpuPlacement
 
@@ -182,143 +186,208 @@ class Engine:
         return list(self.tokenizer(text)["input_ids"])
 
 
-def build_app(engine: Engine) -> Starlette:
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
-    from starlette.routing import Route
+def error_response(exc: RequestError) -> JSONResponse:
+    """``exc`` as vLLM answers it: the gateway's OpenAI error body with vLLM's error types."""
+    from starlette.responses import JSONResponse
 
-    def error(status: int, message: str, param: str | None = None) -> JSONResponse:
-        kind = "NotFoundError" if status == 404 else "BadRequestError"
-        return JSONResponse(openai_error(status, message, kind, param), status_code=status)
+    kind = "NotFoundError" if exc.status == 404 else "BadRequestError"
+    return JSONResponse(openai_error(exc.status, exc.message, kind, exc.param), status_code=exc.status)
 
-    async def body_of(request: Request) -> dict[str, Any]:
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object; RequestError when it is not one."""
+    try:
+        body = json.loads(await request.body() or b"null")
+    except ValueError as exc:
+        raise RequestError(400, f"malformed JSON body: {exc}") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, "the body must be a JSON object")
+    return body
+
+
+def answers_request_errors(
+    handler: Callable[[OpenAIRoutes, Request], Awaitable[Response]],
+) -> Callable[[OpenAIRoutes, Request], Awaitable[Response]]:
+    """A route whose :class:`RequestError` is answered as an OpenAI error."""
+
+    @functools.wraps(handler)
+    async def route(self: OpenAIRoutes, request: Request) -> Response:
         try:
-            body = json.loads(await request.body() or b"null")
-        except ValueError as exc:
-            raise RequestError(400, f"malformed JSON body: {exc}") from None
-        if not isinstance(body, dict):
-            raise RequestError(400, "the body must be a JSON object")
-        return body
+            return await handler(self, request)
+        except RequestError as exc:
+            return error_response(exc)
 
-    async def health(_request: Request) -> Response:
+    return route
+
+
+@dataclass(frozen=True)
+class CompletionReply:
+    """What every chunk of one completion response repeats: its id, object type, creation time and model."""
+
+    id: str
+    object: str
+    created: int
+    model: str
+    chat: bool
+
+    @classmethod
+    def new(cls, model: str, chat: bool) -> CompletionReply:
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:16]
+        return cls(rid, "chat.completion" if chat else "text_completion", int(time.time()), model, chat)
+
+    def whole(self, text: str, finish: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+        """The non-streamed response."""
+        choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                  if self.chat else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None})
+        return {"id": self.id, "object": self.object, "created": self.created, "model": self.model,
+                "choices": [choice], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                               "total_tokens": prompt_tokens + completion_tokens}}
+
+    def role_event(self) -> bytes:
+        """A chat stream's first event: the assistant role, no content yet."""
+        first = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+        return b"data: " + json.dumps(first).encode() + b"\n\n"
+
+    def event(self, delta: str | None, finish: str | None) -> bytes:
+        """One server-sent event: a text ``delta``, or the end (``finish``)."""
+        if self.chat:
+            choice = {"index": 0, "delta": {} if delta is None else {"content": delta}, "finish_reason": finish}
+        else:
+            choice = {"index": 0, "text": delta or "", "finish_reason": finish}
+        data = {"id": self.id, "object": self.object + ".chunk" if self.chat else self.object,
+                "created": self.created, "model": self.model, "choices": [choice]}
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+class StreamedGeneration:
+    """A generation started at once on the engine's thread; its text deltas are read as they come."""
+
+    def __init__(self, engine: Engine, ids: list[int], params: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.cancel = threading.Event()
+
+        def on_text(delta: str) -> None:
+            loop.call_soon_threadsafe(self.queue.put_nowait, delta)
+
+        self.future = loop.run_in_executor(engine.pool, engine.generate, ids, params, on_text, self.cancel)
+        self.future.add_done_callback(lambda _f: loop.call_soon_threadsafe(self.queue.put_nowait, None))
+
+    async def events(self, reply: CompletionReply) -> AsyncIterator[bytes]:
+        """The response's server-sent events; the generation stops when the client goes away."""
+        try:
+            if reply.chat:
+                yield reply.role_event()
+            while (delta := await self.queue.get()) is not None:
+                yield reply.event(delta, None)
+            _text, _n, finish = await self.future
+            yield reply.event(None, finish)
+            yield b"data: [DONE]\n\n"
+        finally:
+            self.cancel.set()
+
+
+class OpenAIRoutes:
+    """The engine's OpenAI routes, one method each (Starlette endpoints)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def health(self, _request: Request) -> Response:
+        from starlette.responses import Response
+
         return Response(status_code=200)
 
-    async def models(_request: Request) -> JSONResponse:
+    async def models(self, _request: Request) -> JSONResponse:
+        from starlette.responses import JSONResponse
+
+        engine = self.engine
         return JSONResponse({"object": "list", "data": [
             {"id": engine.name, "object": "model", "created": engine.created, "owned_by": "mlrecipe",
              "max_model_len": engine.context}]})
 
-    async def run_generation(request: Request, prompt: str, body: dict[str, Any], chat: bool) -> Response:
-        ids = engine.encode(prompt)
-        params = engine.sampling(body, len(ids))
-        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:16]
-        created = int(time.time())
-        obj = "chat.completion" if chat else "text_completion"
-        loop = asyncio.get_running_loop()
-        if not params["stream"]:
-            text, n, finish = await loop.run_in_executor(engine.pool, engine.generate, ids, params)
-            choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
-                      if chat else {"index": 0, "text": text, "finish_reason": finish, "logprobs": None})
-            return JSONResponse({"id": rid, "object": obj, "created": created, "model": engine.name,
-                                 "choices": [choice], "usage": {"prompt_tokens": len(ids), "completion_tokens": n,
-                                                                "total_tokens": len(ids) + n}})
-        queue: asyncio.Queue[str | None] = asyncio.Queue()
-        cancel = threading.Event()
+    @answers_request_errors
+    async def completions(self, request: Request) -> Response:
+        body = await json_body(request)
+        self.require_generative(body)
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if not isinstance(prompt, str):
+            raise RequestError(400, "'prompt' is required and must be a string", "prompt")
+        return await self.generate(prompt, body, chat=False)
 
-        def on_text(delta: str) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, delta)
+    @answers_request_errors
+    async def chat_completions(self, request: Request) -> Response:
+        body = await json_body(request)
+        self.require_generative(body)
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages):
+            raise RequestError(400, "'messages' must be a non-empty list of {role, content} strings", "messages")
+        tokenizer = self.engine.tokenizer
+        if not tokenizer.chat_template:
+            raise RequestError(400, "this model has no chat template (serve it with --chat-template FILE)")
+        prompt = cast(str, tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                         tokenize=False))  # not tokenized: text
+        return await self.generate(prompt, body, chat=True)
 
-        future = loop.run_in_executor(engine.pool, engine.generate, ids, params, on_text, cancel)
-        future.add_done_callback(lambda _f: loop.call_soon_threadsafe(queue.put_nowait, None))
+    @answers_request_errors
+    async def embeddings(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
 
-        def chunk(delta: str | None, finish: str | None) -> bytes:
-            if chat:
-                choice = {"index": 0, "delta": {} if delta is None else {"content": delta}, "finish_reason": finish}
-            else:
-                choice = {"index": 0, "text": delta or "", "finish_reason": finish}
-            data = {"id": rid, "object": obj + ".chunk" if chat else obj, "created": created,
-                    "model": engine.name, "choices": [choice]}
-            return b"data: " + json.dumps(data).encode() + b"\n\n"
-
-        async def events() -> AsyncIterator[bytes]:
-            try:
-                if chat:
-                    first = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": engine.name,
-                             "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                          "finish_reason": None}]}
-                    yield b"data: " + json.dumps(first).encode() + b"\n\n"
-                while (delta := await queue.get()) is not None:
-                    yield chunk(delta, None)
-                _text, _n, finish = await future
-                yield chunk(None, finish)
-                yield b"data: [DONE]\n\n"
-            finally:
-                cancel.set()
-
-        return StreamingResponse(events(), media_type="text/event-stream")
-
-    def require_generative(body: dict[str, Any]) -> None:
-        """The request names this model, and the model generates text."""
+        engine = self.engine
+        body = await json_body(request)
         engine.check_model(body)
-        if not engine.causal:
+        if engine.causal:
+            raise RequestError(400, "this model is generative: use /v1/completions")
+        texts = body.get("input")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            raise RequestError(400, "'input' must be a string or a non-empty list of strings", "input")
+        vectors, n = await asyncio.get_running_loop().run_in_executor(engine.pool, engine.embed, texts)
+        return JSONResponse({"object": "list", "model": engine.name, "usage": {"prompt_tokens": n, "total_tokens": n},
+                             "data": [{"object": "embedding", "index": i, "embedding": v}
+                                      for i, v in enumerate(vectors)]})
+
+    def require_generative(self, body: dict[str, Any]) -> None:
+        """The request names this model, and the model generates text."""
+        self.engine.check_model(body)
+        if not self.engine.causal:
             raise RequestError(400, "this model is an encoder: use /v1/embeddings")
 
-    async def completions(request: Request) -> Response:
-        try:
-            body = await body_of(request)
-            require_generative(body)
-            prompt = body.get("prompt")
-            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-                prompt = prompt[0]
-            if not isinstance(prompt, str):
-                raise RequestError(400, "'prompt' is required and must be a string", "prompt")
-            return await run_generation(request, prompt, body, chat=False)
-        except RequestError as exc:
-            return error(exc.status, exc.message, exc.param)
+    async def generate(self, prompt: str, body: dict[str, Any], chat: bool) -> Response:
+        """Generate from ``prompt`` with the body's sampling: one response, or server-sent events (``stream``)."""
+        from starlette.responses import JSONResponse, StreamingResponse
 
-    async def chat_completions(request: Request) -> Response:
-        try:
-            body = await body_of(request)
-            require_generative(body)
-            messages = body.get("messages")
-            if not isinstance(messages, list) or not messages or not all(
-                    isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                    for m in messages):
-                raise RequestError(400, "'messages' must be a non-empty list of {role, content} strings", "messages")
-            if not engine.tokenizer.chat_template:
-                raise RequestError(400, "this model has no chat template (serve it with --chat-template FILE)")
-            prompt = cast(str, engine.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                                    tokenize=False))  # not tokenized: text
-            return await run_generation(request, prompt, body, chat=True)
-        except RequestError as exc:
-            return error(exc.status, exc.message, exc.param)
+        engine = self.engine
+        ids = engine.encode(prompt)
+        params = engine.sampling(body, len(ids))
+        reply = CompletionReply.new(engine.name, chat)
+        if params["stream"]:
+            return StreamingResponse(StreamedGeneration(engine, ids, params).events(reply),
+                                     media_type="text/event-stream")
+        loop = asyncio.get_running_loop()
+        text, n, finish = await loop.run_in_executor(engine.pool, engine.generate, ids, params)
+        return JSONResponse(reply.whole(text, finish, len(ids), n))
 
-    async def embeddings(request: Request) -> Response:
-        try:
-            body = await body_of(request)
-            engine.check_model(body)
-            if engine.causal:
-                raise RequestError(400, "this model is generative: use /v1/completions")
-            texts = body.get("input")
-            if isinstance(texts, str):
-                texts = [texts]
-            if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-                raise RequestError(400, "'input' must be a string or a non-empty list of strings", "input")
-            vectors, n = await asyncio.get_running_loop().run_in_executor(engine.pool, engine.embed, texts)
-            return JSONResponse({"object": "list", "model": engine.name, "usage": {"prompt_tokens": n,
-                                                                                   "total_tokens": n},
-                                 "data": [{"object": "embedding", "index": i, "embedding": v}
-                                          for i, v in enumerate(vectors)]})
-        except RequestError as exc:
-            return error(exc.status, exc.message, exc.param)
 
+def build_app(engine: Engine) -> Starlette:
+    """The Starlette app serving ``engine`` on the OpenAI routes (``/health``, ``/v1/models``,
+    ``/v1/completions``, ``/v1/chat/completions``, ``/v1/embeddings``)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    routes = OpenAIRoutes(engine)
     return Starlette(routes=[
-        Route("/health", health, methods=["GET"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/health", routes.health, methods=["GET"]),
+        Route("/v1/models", routes.models, methods=["GET"]),
+        Route("/v1/completions", routes.completions, methods=["POST"]),
+        Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
+        Route("/v1/embeddings", routes.embeddings, methods=["POST"]),
     ])
 
 
