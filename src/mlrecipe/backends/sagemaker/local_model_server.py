@@ -160,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         server = make_server(Path(os.environ.get("SM_MODEL_DIR") or home / "model"))
     except Exception as exc:  # any loading error fails the endpoint with its reason
         traceback.print_exc()
-        (home / "failed.txt").write_text(f"{type(exc).__name__}: {exc}"[:1024])
+        failed = home / "failed.txt.tmp"  # whole or not at all: a reader never sees an empty reason
+        failed.write_text(f"{type(exc).__name__}: {exc}"[:1024])
+        os.replace(failed, home / "failed.txt")
         return 1
     tmp = home / "ready.json.tmp"
     tmp.write_text(json.dumps({"port": server.server_address[1], "pid": os.getpid()}))
