@@ -7,13 +7,14 @@ import re
 from pathlib import Path
 
 LOG_TAIL_LINES = 20
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 _ERROR_WORDS = re.compile(r"Error\b|Exception\b|\berror\b|ERROR")
 
 
 def last_error(path: Path, limit: int = 300) -> str | None:
     """The last line of the end of the log at ``path`` that reports an error or exception (``None`` when none)."""
     for line in reversed(tail(path, 200)):
-        text = line.strip()
+        text = _COLOURS.sub("", line).strip()
         if _ERROR_WORDS.search(text) and not text.startswith("Traceback"):
             return text if len(text) <= limit else text[:limit - 3] + "..."
     return None
