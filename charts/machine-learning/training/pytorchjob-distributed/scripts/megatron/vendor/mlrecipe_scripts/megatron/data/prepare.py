@@ -214,7 +214,7 @@ class Preparation:
         marker.unlink(missing_ok=True)
         bin_part = bin_path.with_name(bin_path.name + ".part")
         idx_part = idx_path.with_name(idx_path.name + ".part")
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
         try:
             counts = preprocess(source, bin_part, idx_part, self.encoding, self.tok, self.args.workers,
                                 self.writer)
@@ -228,10 +228,11 @@ class Preparation:
             raise
         os.replace(bin_part, bin_path)
         os.replace(idx_part, idx_path)
-        seconds = time.monotonic() - started
+        seconds, cpu_seconds = time.monotonic() - started, time.process_time() - cpu_started
         markers.mark_done(marker, {"bin": bin_path, "idx": idx_path}, self.fingerprint, source=source.name,
                           documents=counts.documents, tokens=counts.tokens, skipped_empty=counts.skipped_empty,
-                          dtype=self.encoding.dtype, writer=counts.writer, seconds=round(seconds, 3))
+                          dtype=self.encoding.dtype, writer=counts.writer, seconds=round(seconds, 3),
+                          cpu_seconds=round(cpu_seconds, 3))
         self.log(f"{source.name}: {counts.documents} documents, {counts.tokens} tokens in {seconds:.1f} s "
                  f"({counts.writer} writer) -> {bin_path.name}")
 
