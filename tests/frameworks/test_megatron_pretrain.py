@@ -132,12 +132,12 @@ def test_two_rank_pretraining_is_killed_and_resumes_from_its_newest_checkpoint(t
         time.sleep(0.2)
     import psutil
 
-    family = [proc.pid, *(child.pid for child in psutil.Process(proc.pid).children(recursive=True))]
-    for pid in family:  # the launcher and both ranks (torchrun puts the ranks in their own sessions)
+    ranks = psutil.Process(proc.pid).children(recursive=True)
+    for pid in [proc.pid, *(r.pid for r in ranks)]:  # the launcher and both ranks, each in its own session
         os.kill(pid, signal.SIGKILL)
     proc.wait()
-    for pid in family[1:]:
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    _, alive = psutil.wait_procs(ranks, timeout=30)
+    assert not alive, alive
     killed_at = checkpoint.latest(save)
     assert killed_at is not None and 20 <= killed_at < 150
     done = run_pretrain(args, metrics, nproc=2)

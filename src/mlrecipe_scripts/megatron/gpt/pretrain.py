@@ -183,6 +183,7 @@ class Run:
             model = TorchGPT(self.shape).to(self.device)
             what = "plain-torch GPT (megatron-core's GPT needs a GPU)" if not self.cuda else "plain-torch GPT"
         self.model = model
+        self.autocast = self.cuda and self.impl == "torch" and args.bf16  # megatron-core's GPT casts itself
         self.ddp = (torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.device.index] if self.cuda
                                                               else None) if self.world > 1 else model)
         decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -225,9 +226,10 @@ class Run:
     def loss(self, tokens: Any) -> Any:
         from mlrecipe_scripts.megatron.gpt.model import lm_loss
 
-        with self.torch.autocast("cuda", dtype=self.torch.bfloat16, enabled=self.cuda and self.impl == "torch"
-                                 and self.args.bf16):
+        if not self.autocast:
             return lm_loss(self.ddp, tokens, megatron=self.impl == "megatron")
+        with self.torch.autocast("cuda", dtype=self.torch.bfloat16):
+            return lm_loss(self.ddp, tokens)
 
     def resume(self) -> int:
         from mlrecipe_scripts.megatron.gpt import checkpoint
@@ -296,7 +298,7 @@ class Run:
                 sync = self.world == 1 or micro == self.accum - 1
                 context = self.ddp.no_sync() if not sync else _null()
                 with context:
-                    loss = self.loss(tokens) / self.accum
+                    loss = self.loss(tokens) / self.accum if self.accum > 1 else self.loss(tokens)
                     loss.backward()
                 total += loss.detach()
             if args.clip_grad > 0:
