@@ -25,8 +25,6 @@ from tests.repo import BIN, EXAMPLES, REPO, cli_env  # noqa: F401  (for test mod
 #: Audit events of a new process (https://docs.python.org/3/library/audit_events.html).
 SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "os.fork",
                           "os.forkpty", "pty.spawn"})
-#: Folders whose rewrite is under way (issue 26, point 1): their tests are held to the process rule once it lands.
-NOT_YET = ("tests/frameworks/",)
 #: Skip reasons (substrings) that stay skips with CI=true.
 KEPT_SKIPS = ("needs an NVIDIA GPU", "are all installed here", "this interpreter has kfp")
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
@@ -60,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     global _watching
     _spawned.clear()
-    _watching = item.get_closest_marker("integration") is None and not item.nodeid.startswith(NOT_YET)
+    _watching = item.get_closest_marker("integration") is None
     try:
         yield
     finally:

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.frameworks.conftest import run_python
+from tests.frameworks.helpers import run_python
 
 MODEL_PATH = "/fsx/pretrained-models/Qwen/Qwen3-14B"
 
@@ -199,6 +199,7 @@ def test_local_metrics(evaluate: ModuleType) -> None:
     assert "local" in name and scores["token_f1"] == pytest.approx(0.5)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", ["text/peft_accelerate.py", "text/cpt_accelerate.py",
                                     "shared/convert_checkpoint_to_hf.py", "shared/test_checkpoint.py"])
 def test_unknown_flag_and_help(scripts_dir: Path, tmp_path: Path, script: str) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.frameworks import tiny_vlm
-from tests.frameworks.conftest import Run, need_ml_stack, run_accelerate, run_python, script_env
+from tests.frameworks.helpers import Run, assert_error, need_ml_stack, run_accelerate, run_python, script_env
 
 pytestmark = pytest.mark.integration
 
@@ -257,15 +257,6 @@ def test_dataset_labels_shrinking_and_batches(scripts_dir: Path, vlm: Path, tmp_
 
 
 # ------------------------------------------------------------------------------------------------ bad input
-
-
-def assert_error(run: Run, *needles: str, status: int = 1) -> None:
-    assert run.returncode == status, run.describe()
-    line = run.last_error_line
-    assert line.startswith("error: ") or ": error: " in line, run.describe()
-    for needle in needles:
-        assert needle in line, run.describe()
-    assert "Traceback" not in run.stderr, run.describe()
 
 
 @pytest.mark.parametrize("script", ["peft_accelerate.py", "cpt_accelerate.py"])

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.frameworks import tiny
-from tests.frameworks.conftest import REPO, Run, need_ml_stack, run_accelerate, run_python
+from tests.frameworks.helpers import REPO, Run, need_ml_stack, run_accelerate, run_python
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 
 from tests.frameworks import preference_data
-from tests.frameworks.conftest import Run, need_ml_stack, run_accelerate, run_python
+from tests.frameworks.helpers import Run, need_ml_stack, run_accelerate, run_python
 
 MODEL_ID = "tiny/llama"
 
@@ -113,6 +113,7 @@ def assert_error(run: Run, *needles: str) -> None:
     assert "Traceback" not in run.stderr, run.describe()
 
 
+@pytest.mark.integration
 def test_missing_reward_model(scripts_dir: Path, tiny_model: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     run = run_python(scripts_dir, "text/ppo_accelerate.py", [f"--hf_model_id={MODEL_ID}",

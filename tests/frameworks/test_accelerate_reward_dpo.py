@@ -20,7 +20,7 @@ from types import ModuleType
 import pytest
 
 from tests.frameworks import preference_data, tiny
-from tests.frameworks.conftest import Run, need_ml_stack, run_accelerate, run_python
+from tests.frameworks.helpers import Run, need_ml_stack, run_accelerate, run_python
 
 MODEL_ID = "tiny/llama"
 
@@ -115,6 +115,7 @@ def test_dpo_defaults_and_flags(dpo: ModuleType, rmdata: ModuleType) -> None:
         assert exc.value.code == 2
 
 
+@pytest.mark.integration
 def test_help_is_fast_and_unknown_flags_exit_2(scripts_dir: Path, tmp_path: Path) -> None:
     for script in ("text/reward_model_accelerate.py", "text/dpo_accelerate.py"):
         run = run_python(scripts_dir, script, ["--help"], tmp_path / "home")
@@ -479,6 +480,7 @@ def test_plain_python_full_ft_and_adapter_source(scripts_dir: Path, tiny_model: 
 # bad input: one error line naming the flag or path, exit 1, nothing written
 
 
+@pytest.mark.integration
 def test_no_converted_sft_checkpoint(scripts_dir: Path, tmp_path: Path, preference_dataset: Path) -> None:
     home = tmp_path / "home"
     results = home / "results" / "tiny" / "llama"
@@ -493,6 +495,7 @@ def test_no_converted_sft_checkpoint(scripts_dir: Path, tmp_path: Path, preferen
     assert sorted(p.name for p in home.rglob("*")) == ["checkpoint-8", "llama", "results", "tiny"]
 
 
+@pytest.mark.integration
 def test_sft_model_path_that_is_not_a_model(scripts_dir: Path, tmp_path: Path, tiny_model: Path) -> None:
     home = tmp_path / "home"
     not_a_model = tmp_path / "checkpoint-1.hf_model"
@@ -520,6 +523,7 @@ def test_sft_model_path_that_is_not_a_model(scripts_dir: Path, tmp_path: Path, t
     assert not home.exists() and not (tmp_path / "out").exists()
 
 
+@pytest.mark.integration
 def test_bad_preference_dataset(scripts_dir: Path, tmp_path: Path, tiny_model: Path) -> None:
     home = tmp_path / "home"
     empty = tmp_path / "empty"

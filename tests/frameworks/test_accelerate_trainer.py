@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.frameworks.conftest import need_ml_stack
+from tests.frameworks.helpers import need_ml_stack
 
 
 @pytest.fixture(scope="module")

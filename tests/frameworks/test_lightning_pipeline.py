@@ -25,7 +25,7 @@ from types import ModuleType
 import pytest
 
 from tests.frameworks import tiny
-from tests.frameworks.conftest import BIN, REPO, Run, free_port, need_ml_stack, script_env
+from tests.frameworks.helpers import BIN, REPO, Run, free_port, need_ml_stack, script_env
 
 PTL_SCRIPTS = REPO / "charts" / "machine-learning" / "training" / "pytorchjob-distributed" / "scripts" / \
     "pytorch_lightning"
@@ -353,6 +353,7 @@ def parsed(scripts: Path, script: str, args: list[str]) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.integration
 def test_recipe_command_lines_parse(ptl_scripts: Path) -> None:
     model = "/fsx/pretrained-models/Qwen/Qwen3-14B"
     ft = parsed(ptl_scripts, "fine_tune.py", [
@@ -432,6 +433,7 @@ def test_row_conversion_split_and_tokenization(datamod: ModuleType, instruction_
 # bad input
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", ["fine_tune.py", "convert_checkpoint_to_hf.py", "test_checkpoint.py"])
 def test_unknown_flag(ptl_scripts: Path, tmp_path: Path, script: str) -> None:
     known = {"fine_tune.py": "--max_steps=3", "convert_checkpoint_to_hf.py": "--no_merge",

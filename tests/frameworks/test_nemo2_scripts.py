@@ -31,7 +31,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.frameworks.conftest import REPO, Run, script_env
+from tests.frameworks.helpers import REPO, Run, script_env
 
 NEMO2_SCRIPTS = REPO / "charts" / "machine-learning" / "training" / "pytorchjob-distributed" / "scripts" / "nemo2"
 MODEL_PATH = "/fsx/pretrained-models/Qwen/Qwen3-14B"
@@ -235,6 +235,7 @@ def test_checkpoint_value_errors_exit_2(mods: Modules, capsys: pytest.CaptureFix
     assert needle in capsys.readouterr().err
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", list(RECIPE_ARGS))
 def test_unknown_flag_exits_2_and_help_is_fast(scripts: Path, tmp_path: Path, script: str) -> None:
     stub = make_stub(tmp_path / "stub", "absent")
@@ -346,6 +347,7 @@ def test_distributed_env(mods: Modules) -> None:
 # NeMo missing, checkpoint missing
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("flavor", ["absent", "nemo3"])
 def test_missing_nemo_is_one_error_line(scripts: Path, tmp_path: Path, flavor: str) -> None:
     stub = make_stub(tmp_path / "stub", flavor)
@@ -415,6 +417,7 @@ def test_checkpoint_lookup(mods: Modules, tmp_path: Path) -> None:
         mods.common.check_checkpoint(full_ckpts / BEST)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", ["convert_checkpoint_to_hf.py", "test_checkpoint.py"])
 def test_missing_checkpoint_named_before_nemo(scripts: Path, tmp_path: Path, script: str) -> None:
     stub = make_stub(tmp_path / "stub", "absent")
@@ -430,6 +433,7 @@ def test_missing_checkpoint_named_before_nemo(scripts: Path, tmp_path: Path, scr
     assert not (tmp_path / "stub-record").exists()  # NeMo was never imported
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", ["convert_checkpoint_to_hf.py", "test_checkpoint.py"])
 def test_found_checkpoint_then_missing_nemo(scripts: Path, tmp_path: Path, script: str) -> None:
     stub = make_stub(tmp_path / "stub", "absent")

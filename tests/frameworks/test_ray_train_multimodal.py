@@ -22,14 +22,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.frameworks import test_accelerate_multimodal as accelerate_tests
-from tests.frameworks import test_ray_train_pipeline as pipeline
 from tests.frameworks import tiny_vlm
-from tests.frameworks.conftest import Run, need_ml_stack, run_python, script_env
-from tests.frameworks.test_ray_train_pipeline import need_ray, ray_env, read_jsonl, wait_until_no_ray_processes
+from tests.frameworks.helpers import (
+    Run,
+    assert_error,
+    need_ml_stack,
+    need_ray,
+    ray_env,
+    read_jsonl,
+    run_python,
+    script_env,
+    wait_until_no_ray_processes,
+)
 
 pytestmark = pytest.mark.integration
-ray_scripts, ray_tmp = pipeline.ray_scripts, pipeline.ray_tmp  # the ray_train copy and private Ray temp dir fixtures
 
 VL = "multimodal/vision_language"
 MODEL_ID = "tiny/qwen3-vl"  # Ray runs: results/tiny-qwen3-vl-vlm-sft and -vlm-cpt
@@ -102,9 +108,9 @@ def test_a_reference_style_argument_list_parses(ray_scripts: Path, tmp_path: Pat
     assert out["runs"] == ["Qwen-Qwen3-VL-8B-Instruct-vlm-sft", "Qwen-Qwen3-VL-8B-Instruct-vlm-cpt"]
 
 
-def assert_error(run: Run, *needles: str, status: int = 1) -> None:
+def assert_refused(run: Run, *needles: str, status: int = 1) -> None:
     """One ``error:`` line with ``needles``, status ``status``, and no Ray started."""
-    accelerate_tests.assert_error(run, *needles, status=status)
+    assert_error(run, *needles, status=status)
     assert "Ray" not in run.stdout, run.describe()
 
 
@@ -112,20 +118,21 @@ def assert_error(run: Run, *needles: str, status: int = 1) -> None:
 def test_bad_input_gives_one_error_line_before_ray(ray_scripts: Path, vlm: Path, tmp_path: Path, script: str) -> None:
     home = tmp_path / "home"
     path = f"{VL}/{script}"
-    assert_error(run_python(ray_scripts, path, ["--output_dir=/x"], home), "unrecognized arguments: --output_dir=/x",
-                 status=2)
-    assert_error(run_python(ray_scripts, path, [f"--model_path={vlm}", f"--data_dir={tmp_path / 'nope'}"], home,
-                            RAY_ADDRESS=""), f"--data_dir={tmp_path / 'nope'}", "no such directory")
+    assert_refused(run_python(ray_scripts, path, ["--output_dir=/x"], home), "unrecognized arguments: --output_dir=/x",
+                   status=2)
+    assert_refused(run_python(ray_scripts, path, [f"--model_path={vlm}", f"--data_dir={tmp_path / 'nope'}"], home,
+                                  RAY_ADDRESS=""), f"--data_dir={tmp_path / 'nope'}", "no such directory")
     text_model = tmp_path / "models" / "llama"
     text_model.mkdir(parents=True)
     (text_model / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    assert_error(run_python(ray_scripts, path, [f"--model_path={text_model}"], home),
-                 "no vision-language adapter", "model_type 'llama'")
+    assert_refused(run_python(ray_scripts, path, [f"--model_path={text_model}"], home),
+                   "no vision-language adapter", "model_type 'llama'")
     data_dir = tiny_vlm.write_data_dir(tmp_path / "data", n_train=3, n_val=1, n_test=1, text_only=0)
     missing = data_dir / read_jsonl(data_dir / "training.jsonl")[1]["image"]
     missing.unlink()
-    assert_error(run_python(ray_scripts, path, [f"--model_path={vlm}", f"--data_dir={data_dir}"], home,
-                            RAY_ADDRESS=""), f"{data_dir / 'training.jsonl'}:2", f"image file {missing} not found")
+    assert_refused(run_python(ray_scripts, path, [f"--model_path={vlm}", f"--data_dir={data_dir}"], home,
+                                  RAY_ADDRESS=""),
+                   f"{data_dir / 'training.jsonl'}:2", f"image file {missing} not found")
     assert not (home / "results").exists()
 
 

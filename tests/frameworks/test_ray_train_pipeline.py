@@ -11,88 +11,32 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shutil
-import tempfile
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.frameworks import tiny
-from tests.frameworks.conftest import REPO, Run, need_ml_stack, run_python
+from tests.frameworks.helpers import (
+    Run,
+    need_ml_stack,
+    need_ray,
+    ray_env,
+    read_jsonl,
+    run_python,
+    wait_until_no_ray_processes,
+)
 
 pytestmark = pytest.mark.integration
 
-RAY_SCRIPTS = REPO / "charts" / "machine-learning" / "training" / "raytrain" / "scripts" / "ray_train"
 MODEL_ID = "tiny/llama"  # like Qwen/Qwen3-14B: the Ray run is results/tiny-llama
 LORA_ARGS = ["--lora_rank=8", "--lora_alpha=16", "--lora_dropout=0.0"]
-
-
-def need_ray() -> None:
-    need_ml_stack()
-    pytest.importorskip("ray.train.torch")
-    pytest.importorskip("psutil")
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def state_dict(path: Path) -> dict:
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(path).state_dict()
-
-
-@pytest.fixture(scope="module")
-def ray_scripts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A writable copy of ``scripts/ray_train`` (as the init container makes ``/etc/framework-scripts``)."""
-    target = tmp_path_factory.mktemp("etc-ray") / "framework-scripts"
-    shutil.copytree(RAY_SCRIPTS, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ruff_cache"))
-    return target
-
-
-@pytest.fixture(scope="module")
-def ray_tmp() -> Iterator[Path]:
-    """A short, private Ray temp dir (Ray's socket paths must stay short); it names this module's Ray processes."""
-    path = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def ray_env(ray_tmp: Path, **extra: str) -> dict[str, str]:
-    """A light local Ray: 2 CPUs, a small object store, no retries of a failed run, no dashboard (the script)."""
-    return {"RAY_TMPDIR": str(ray_tmp), "MLRECIPE_RAY_NUM_CPUS": "2", "MLRECIPE_RAY_MAX_FAILURES": "0",
-            "MLRECIPE_RAY_OBJECT_STORE_BYTES": str(100 * 1024 * 1024), "RAY_USAGE_STATS_ENABLED": "0",
-            "RAY_ADDRESS": "", **extra}
-
-
-def ray_processes(ray_tmp: Path) -> list[str]:
-    """Processes started for this module's Ray (its temp dir in their command line or environment)."""
-    import psutil
-
-    marker, found = str(ray_tmp), []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if proc.pid == os.getpid():
-            continue
-        try:
-            cmdline = " ".join(proc.info["cmdline"] or [])
-            if marker in cmdline or proc.environ().get("RAY_TMPDIR") == marker:
-                found.append(f"{proc.pid} {cmdline[:120]}")
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def wait_until_no_ray_processes(ray_tmp: Path, timeout: float = 20.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    left = ray_processes(ray_tmp)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.5)
-        left = ray_processes(ray_tmp)
-    return left
 
 
 @dataclass

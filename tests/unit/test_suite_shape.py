@@ -20,8 +20,6 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-#: Folders being rewritten elsewhere (issue 26, point 1): checked once the rewrite lands.
-NOT_YET = ("frameworks",)
 
 
 def is_test_module(module: str) -> bool:
@@ -46,11 +44,8 @@ def imported_test_modules(path: Path) -> list[str]:
 def test_no_test_module_imports_another() -> None:
     wrong = {}
     for path in sorted(TESTS.rglob("*.py")):
-        relative = path.relative_to(TESTS)
-        if relative.parts[0] in NOT_YET:
-            continue
         if imported := imported_test_modules(path):
-            wrong[str(relative)] = imported
+            wrong[str(path.relative_to(TESTS))] = imported
     assert not wrong, f"test modules importing test modules or conftests (move the helper to a plain module): {wrong}"
 
 
