@@ -1,7 +1,7 @@
 """Training speed of the accelerate LoRA SFT script vs a minimal hand-written ``transformers.Trainer``, same run.
 
 What runs (all on CPU, from a copy of ``scripts/accelerate`` as the chart's init container makes it, with the
-environment of ``tests/frameworks/conftest.py::script_env``: ``ACCELERATE_USE_CPU=1``, ``OMP_NUM_THREADS=1``,
+environment of ``tests/frameworks/helpers.py::script_env``: ``ACCELERATE_USE_CPU=1``, ``OMP_NUM_THREADS=1``,
 ``HF_HUB_OFFLINE=1`` ...), on the tiny 2-layer Llama and the 300 instruction rows of ``tests/frameworks/tiny.py``,
 built once in a temporary directory:
 
@@ -252,7 +252,7 @@ def free_port() -> int:
 
 
 def script_env(home: Path) -> dict[str, str]:
-    """As ``tests/frameworks/conftest.py::script_env``: HOME per release, CPU accelerate, one thread, offline."""
+    """As ``tests/frameworks/helpers.py::script_env``: HOME per release, CPU accelerate, one thread, offline."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLRECIPE_", "ACCELERATE_", "PET_"))}
     env.update(HOME=str(home), ACCELERATE_USE_CPU="1", OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
                HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
