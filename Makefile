@@ -123,7 +123,7 @@ nemo2-env: $(NEMO_STAMP)
 $(KFP_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(KFP_VENV)
 	$(KFP_VENV)/bin/pip install -q --upgrade pip
-	$(KFP_VENV)/bin/pip install -q -e '.[kfp]'
+	$(KFP_VENV)/bin/pip install -q -e '.[kfp,sagemaker]'
 	$(KFP_VENV)/bin/python -c "import kfp, kfp.kubernetes, mlrecipe; print('kfp', kfp.__version__)"
 	touch $@
 

@@ -5,11 +5,19 @@ names, ``MLRECIPE_STEP`` and ``{{ .Release.Name }}`` are those of ``mlrecipe run
 values (:mod:`mlrecipe.secrets`) are cut out of the values, exactly as the Kubernetes backend cuts them out of
 its manifests: the entry keeps its name, and the task takes the value from one Secret of the pipeline,
 ``<release>-credentials``, key = variable name.
+
+A step with its own backend (``backend: sagemaker``) runs ``mlrecipe install -b <backend>`` with the pipeline's
+``<backend>_opts`` parameter. A SageMaker training step's task has the typed outputs ``model_artifacts`` and
+``job_name``; a later task that reads them (its recipe's ``sagemaker.model_from`` or a ``$MLRECIPE_<STEP>_...``
+variable) takes them as inputs, which its ``mlrecipe install`` gets as ``MLRECIPE_<STEP>_MODEL_ARTIFACTS`` and
+``MLRECIPE_<STEP>_JOB_NAME``. Release and namespace are constants of the compiled file, never of the run or the
+attempt: a retried task plans the same job names and tags, so the backend adopts the job an earlier attempt made.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +46,14 @@ class StepTask:
     depends_on: tuple[str, ...]
     retries: int  #: the recipe's backoff_limit
     volumes: tuple[Volume, ...]
+    backend: str | None = None  #: the step's own backend (None: the pipeline's ``backend`` parameter)
+    outputs: tuple[str, ...] = ()  #: typed outputs of the task (a SageMaker training step's)
+    inputs_from: str | None = None  #: the earlier task whose typed outputs this task reads
+
+    @property
+    def typed(self) -> bool:
+        """Whether the task has typed outputs or inputs (it runs the typed component)."""
+        return bool(self.outputs or self.inputs_from)
 
     @property
     def values_json(self) -> str:
@@ -77,7 +93,24 @@ def _env_issue(step: StepSpec, name: str, message: str) -> SpecIssue:
     return step.issue(step.chart.block, message)
 
 
-def _task(step: StepSpec, depends_on: frozenset[str]) -> tuple[StepTask, dict[str, str]]:
+#: The typed outputs of a SageMaker training step (its ``model_artifacts`` URI and its job's name).
+TRAINING_OUTPUTS = ("model_artifacts", "job_name")
+ENDPOINT_CHART = "serving/sagemaker-endpoint"
+
+
+def outputs_prefix(step: str) -> str:
+    """The prefix of the variables carrying ``step``'s typed outputs: ``MLRECIPE_<STEP>_``."""
+    return "MLRECIPE_" + re.sub(r"[^A-Za-z0-9]", "_", step).upper() + "_"
+
+
+def _reads_outputs(step: StepSpec, values: dict[str, Any], source: str) -> bool:
+    block = step.recipe.sagemaker
+    if block is not None and block.model_from == source:
+        return True
+    return outputs_prefix(source) in json.dumps(values)
+
+
+def _task(step: StepSpec, depends_on: frozenset[str], producers: list[str]) -> tuple[StepTask, dict[str, str]]:
     try:
         values, _ = lift_ray_env_vars(step.chart_values(), step.chart.block)
         values, credentials = split_values(values)
@@ -91,6 +124,9 @@ def _task(step: StepSpec, depends_on: frozenset[str]) -> tuple[StepTask, dict[st
         depends_on=tuple(sorted(depends_on)),
         retries=step.recipe.backoff_limit or 0,
         volumes=tuple(Volume(p.name, p.mount_path) for p in step.recipe.pvc),
+        backend=step.backend,
+        outputs=TRAINING_OUTPUTS if step.backend == "sagemaker" and step.chart.name != ENDPOINT_CHART else (),
+        inputs_from=next((name for name in reversed(producers) if _reads_outputs(step, values, name)), None),
     )
     return task, credentials
 
@@ -105,13 +141,20 @@ def plan_pipeline(spec: ReleaseSpec) -> PipelinePlan:
     tasks: list[StepTask] = []
     seen: dict[str, tuple[str, str]] = {}
     issues: list[SpecIssue] = []
+    producers: list[str] = []
     for step in spec.steps:
-        task, credentials = _task(step, deps[step.name])
+        task, credentials = _task(step, deps[step.name], producers)
+        if task.outputs:
+            producers.append(step.name)
         for name, value in credentials.items():
             first = seen.setdefault(name, (step.name, value))
             if first[1] != value:
                 issues.append(_env_issue(step, name, f"{name} differs from its value in step {first[0]}; the "
                                          f"pipeline's Secret {secret_name(spec.release)} holds one value per name"))
+            if task.backend == "sagemaker":
+                issues.append(_env_issue(step, name, f"{name} looks like a credential: a SageMaker step's task gets "
+                                         "its AWS credentials from the run's service account (IRSA: AWS_ROLE_ARN and "
+                                         "AWS_WEB_IDENTITY_TOKEN_FILE), never from the pipeline; remove it"))
         tasks.append(task)
     if issues:
         raise SpecError(issues)
