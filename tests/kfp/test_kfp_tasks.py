@@ -79,3 +79,33 @@ def test_install_command_line() -> None:
                         "--namespace", "ns", "--backend", "local", "--backend-opt", "volumes=none"]
     assert "--backend-opt" not in install_argv("rel", "ns", "c", "v", "kubernetes", "")
     assert json.loads(json.dumps(argv)) == argv
+
+
+def test_sagemaker_steps_keep_their_backend_and_pass_typed_outputs() -> None:
+    plan = plan_pipeline(load_pipeline(PIPELINES.parents[2] / "examples" / "sagemaker-hybrid" / "pipeline.yaml", []))
+    tasks = {t.name: t for t in plan.tasks}
+    assert [tasks[n].backend for n in tasks] == [None, "sagemaker", "sagemaker", None]
+    assert tasks["train"].outputs == ("model_artifacts", "job_name") and tasks["endpoint"].outputs == ()
+    assert tasks["endpoint"].inputs_from == "train"  # its recipe's sagemaker.model_from
+    assert tasks["data"].inputs_from is None and not tasks["data"].typed and not tasks["client"].typed
+
+
+def test_typed_inputs_become_the_step_variables_and_the_endpoint_model_data() -> None:
+    from mlrecipe.kfp.step import inputs_env, with_model_data
+
+    assert inputs_env("train", {"model_artifacts": "s3://b/m.tar.gz", "job_name": "j-1"}) == {
+        "MLRECIPE_TRAIN_MODEL_ARTIFACTS": "s3://b/m.tar.gz", "MLRECIPE_TRAIN_JOB_NAME": "j-1"}
+    values = {"sagemaker": {"model_from": "train"}}
+    assert with_model_data(values, "train", "s3://b/m.tar.gz")["sagemaker"]["model_data"] == "s3://b/m.tar.gz"
+    given = {"sagemaker": {"model_from": "train", "model_data": "s3://b/mine.tar.gz"}}
+    assert with_model_data(given, "train", "s3://b/m.tar.gz") == given  # the recipe's own model_data wins
+
+
+@pytest.mark.parametrize("opt", ["sagemaker.aws_secret_access_key=x", "aws_session_token=x",
+                                 "sagemaker.endpoint_url=http://AKIAABCDEFGHIJKLMNOP@h", "region"])
+def test_compile_refuses_credentials_in_sagemaker_options(opt: str) -> None:
+    from mlrecipe.cli.compile_cmd import sagemaker_default
+
+    with pytest.raises(UserError):
+        sagemaker_default([opt])
+    assert sagemaker_default(["sagemaker.region=us-west-2,mode=local"]) == "region=us-west-2,mode=local"
