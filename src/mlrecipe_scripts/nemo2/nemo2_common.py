@@ -30,8 +30,29 @@ from typing import Any
 
 from mlrecipe_scripts.core.answer_metrics import rouge_l_f1, token_f1, words
 from mlrecipe_scripts.lightning_core import script_common
-from mlrecipe_scripts.lightning_core.script_common import *  # noqa: F403 - re-exported (script_common.__all__ is part of this module's interface)
-from mlrecipe_scripts.lightning_core.script_common import ScriptError, log, report_progress, short_error
+
+# Re-exported (script_common.__all__ is part of this module's interface), except atomic_dir and check_model_source,
+# which this module redefines (explicit names, so that the type checker sees the redefinitions).
+from mlrecipe_scripts.lightning_core.script_common import (  # noqa: F401
+    METRICS_VAR,
+    ScriptError,
+    add_flags,
+    atomic_file,
+    cli_fields,
+    field_default,
+    in_hf_cache,
+    json_object,
+    local_only,
+    log,
+    model_id_parts,
+    nested_from_namespace,
+    offline_defaults,
+    quiet_unless_rank_zero,
+    report_progress,
+    run_main,
+    score,
+    short_error,
+)
 
 __all__ = [
     *script_common.__all__, "ADAPTER_META", "CHECKPOINT_PREFIX", "EXPORT_SUFFIX_RE", "NEMO_IMAGE", "adapter_base",

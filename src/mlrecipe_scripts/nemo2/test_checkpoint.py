@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                "predictions": str(out)}
     with atomic_file(sibling(ckpt, ".evaluation.json")) as tmp:
         tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    report_progress(**scores)
+    report_progress(None, None, **scores)
     return 0
 
 

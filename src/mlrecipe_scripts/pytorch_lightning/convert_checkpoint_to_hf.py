@@ -128,6 +128,7 @@ def lora_settings(tensors: dict[str, Any], hparams: dict[str, Any], flags: dict[
     """r / alpha / dropout / target modules: from the checkpoint's ``lora_config`` hyper-parameters (fine_tune.py),
     else rank and targets from the tensors and alpha / dropout from the flags."""
     saved = hparams.get("lora_config")
+    settings: dict[str, Any]
     if isinstance(saved, dict) and {"rank", "alpha", "target_modules"} <= set(saved):
         settings = {"r": int(saved["rank"]), "lora_alpha": int(saved["alpha"]),
                     "lora_dropout": float(saved.get("dropout", flags["lora_dropout"])),

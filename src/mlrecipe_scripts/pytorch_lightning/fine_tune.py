@@ -28,7 +28,7 @@ import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from mlrecipe_scripts.pytorch_lightning.ptl_common import (
     DEFAULT_LORA_TARGETS,
@@ -58,6 +58,10 @@ from mlrecipe_scripts.pytorch_lightning.ptl_dataset import (
     poll_seconds,
     sft_default_config,
 )
+
+if TYPE_CHECKING:
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 
 
 @dataclass
@@ -285,29 +289,32 @@ def lightning_classes() -> dict[str, type]:
             """Clip the gradient norm at ``max_grad_norm`` (FSDP: over all shards)."""
             from torch.distributed.fsdp import FullyShardedDataParallel
 
+            hparams: Any = self.hparams  # an AttributeDict of __init__'s arguments (typed as a MutableMapping)
             wrapped = self.trainer.strategy.model
             if isinstance(wrapped, FullyShardedDataParallel):
-                wrapped.clip_grad_norm_(self.hparams.max_grad_norm)
+                wrapped.clip_grad_norm_(hparams.max_grad_norm)
                 return
             params = [p for p in self.model.parameters() if p.requires_grad and p.grad is not None]
             if params:
-                torch.nn.utils.clip_grad_norm_(params, max_norm=self.hparams.max_grad_norm, error_if_nonfinite=True)
+                torch.nn.utils.clip_grad_norm_(params, max_norm=hparams.max_grad_norm, error_if_nonfinite=True)
 
-        def configure_optimizers(self) -> dict[str, Any]:
+        def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
             """AdamW (betas 0.9/0.95; no weight decay on bias / norm) and a cosine schedule down to the min LR."""
             from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
-            decay, no_decay = [], []
+            hparams: Any = self.hparams  # an AttributeDict of __init__'s arguments (typed as a MutableMapping)
+            decay: list[torch.nn.Parameter] = []
+            no_decay: list[torch.nn.Parameter] = []
             for name, param in self.model.named_parameters():
                 if param.requires_grad:
                     (no_decay if "bias" in name or "norm" in name or "ln" in name else decay).append(param)
-            groups = [{"params": decay, "weight_decay": self.hparams.weight_decay},
+            groups = [{"params": decay, "weight_decay": hparams.weight_decay},
                       {"params": no_decay, "weight_decay": 0.0}]
-            optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.hparams.max_learning_rate,
-                                          betas=(0.9, 0.95), eps=1e-8, fused=self.hparams.fused_optimizer or None)
+            optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=hparams.max_learning_rate,
+                                          betas=(0.9, 0.95), eps=1e-8, fused=hparams.fused_optimizer or None)
             scheduler = get_cosine_with_min_lr_schedule_with_warmup(
-                optimizer, num_warmup_steps=self.hparams.warmup_steps, num_training_steps=self.hparams.max_steps,
-                min_lr=self.hparams.min_learning_rate)
+                optimizer, num_warmup_steps=hparams.warmup_steps, num_training_steps=hparams.max_steps,
+                min_lr=hparams.min_learning_rate)
             return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step",
                                                              "frequency": 1}}
 
@@ -428,7 +435,7 @@ def stop_local_processes(trainer: Any) -> None:
     wait in a collective until the timeout). Nothing to do under torchrun, which stops the other ranks itself."""
     import signal
 
-    launcher = getattr(trainer.strategy, "launcher", None)
+    launcher: Any = getattr(trainer.strategy, "launcher", None)
     if getattr(launcher, "procs", None) and hasattr(launcher, "kill"):
         launcher.kill(getattr(signal, "SIGKILL", signal.SIGTERM))
 
@@ -488,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         activation_checkpointing=device.kind == "cuda", attn_implementation=device.attn_implementation,
         fused_optimizer=device.kind == "cuda", hf_model_id=config.hf_model_id, model_flag=flag)
     log(f"model: {module.parameter_summary}; attention {module.model.config._attn_implementation}")
-    precision = "32-true" if device.kind == "cpu" or device.bf16 else "16-mixed"
+    precision: Literal["32-true", "16-mixed"] = "32-true" if device.kind == "cpu" or device.bf16 else "16-mixed"
     trainer = pl.Trainer(
         devices=devices, num_nodes=nodes, accelerator="gpu" if device.kind == "cuda" else "cpu",
         strategy=configure_strategy(device, devices, nodes, module.model, config.cpu_offload), precision=precision,
@@ -500,15 +507,16 @@ def main(argv: list[str] | None = None) -> int:
         deterministic=False, plugins=cluster_plugins(launch))
     for logger in trainer.loggers:
         if isinstance(logger, classes["MetricsFileLogger"]):
-            logger.trainer = trainer
+            logger.trainer = trainer  # type: ignore[attr-defined]  # read back by MetricsFileLogger.log_metrics
     try:
         trainer.fit(module, datamodule=data)
     except BaseException:
         stop_local_processes(trainer)
         raise
     if trainer.is_global_zero:
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        score = trainer.checkpoint_callback.best_model_score if trainer.checkpoint_callback else None
+        checkpoint = cast("ModelCheckpoint | None", trainer.checkpoint_callback)  # configure_callbacks' ModelCheckpoint
+        best = checkpoint.best_model_path if checkpoint else ""
+        score = checkpoint.best_model_score if checkpoint else None
         if not best:
             raise ScriptError("training ended without a checkpoint (no validation ran)")
         log(f"done: {trainer.global_step} steps; best checkpoint {best} (val_loss "

@@ -28,7 +28,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mlrecipe_scripts.accelerate.common import (
     DEFAULT_LORA_TARGETS,
@@ -290,7 +290,7 @@ def train(args: ScriptArguments, sft_path: str, data_dir: Path, output_dir: Path
     import torch
     from accelerate import Accelerator, DistributedType
     from accelerate.utils import set_seed
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, Dataset
     from transformers import get_cosine_schedule_with_warmup
 
     from mlrecipe_scripts.hf_trainer.trainer_callbacks import report_progress
@@ -319,10 +319,10 @@ def train(args: ScriptArguments, sft_path: str, data_dir: Path, output_dir: Path
             log(f"debug: first pair: prompt_len {first['prompt_len']}, chosen {len(first['input_ids_chosen'])} "
                 f"tokens, rejected {len(first['input_ids_rejected'])} tokens; keys {sorted(train_ds.rows[0])}")
     collate = PairCollator(tokenizer)
-    train_dl = DataLoader(train_ds, batch_size=args.per_device_batch_size, shuffle=True,
-                          num_workers=args.num_workers, collate_fn=collate)
-    eval_dl = DataLoader(eval_ds, batch_size=args.per_device_batch_size, shuffle=False,
-                         num_workers=args.num_workers, collate_fn=collate) if len(eval_ds) else None
+    train_dl = DataLoader(cast("Dataset[dict[str, Any]]", train_ds), batch_size=args.per_device_batch_size,
+                          shuffle=True, num_workers=args.num_workers, collate_fn=collate)
+    eval_dl = DataLoader(cast("Dataset[dict[str, Any]]", eval_ds), batch_size=args.per_device_batch_size,
+                         shuffle=False, num_workers=args.num_workers, collate_fn=collate) if len(eval_ds) else None
 
     load = {"dtype": precision.dtype, "attn_implementation": precision.attn_implementation,
             "trust_remote_code": args.trust_remote_code, "use_cache": False}

@@ -38,7 +38,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mlrecipe_scripts.accelerate.common import (
     DEFAULT_LORA_TARGETS,
@@ -342,6 +342,7 @@ class VLLMGenerator:
         self.ray = ray
         self.args = args
         self.tokenizer = tokenizer
+        self.actor: Any  # a Ray actor handle of _VLLMActor
         if accelerator.is_main_process:
             from mlrecipe_scripts import import_root
 
@@ -528,7 +529,7 @@ def train(args: ScriptArguments, sft_path: str, reward_path: str, data_dir: Path
     import torch
     from accelerate import Accelerator
     from accelerate.utils import set_seed
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, Dataset
     from transformers import get_cosine_schedule_with_warmup
 
     from mlrecipe_scripts.hf_trainer.trainer_callbacks import report_progress
@@ -550,14 +551,14 @@ def train(args: ScriptArguments, sft_path: str, reward_path: str, data_dir: Path
     prompts = PromptDataset(data_dir / "training.jsonl", tokenizer, args.max_seq_length)
     if len(prompts) == 0:
         raise ScriptError(f"{prompts.path}: no training rows (no prompts)")
-    loader = DataLoader(prompts, batch_size=args.per_device_batch_size, shuffle=True, num_workers=args.num_workers,
-                        collate_fn=PromptCollator(tokenizer.pad_token_id))
+    loader = DataLoader(cast("Dataset[dict[str, Any]]", prompts), batch_size=args.per_device_batch_size,
+                        shuffle=True, num_workers=args.num_workers, collate_fn=PromptCollator(tokenizer.pad_token_id))
     if main:
         log(f"data {data_dir}: {len(prompts)} prompts")
         log("note: --num_rollouts and --gradient_accumulation_steps are accepted and not used: each PPO epoch is "
             "one optimizer step on the rollout batch (as in the reference)")
 
-    load = {"dtype": precision.dtype, "attn_implementation": precision.attn_implementation,
+    load: dict[str, Any] = {"dtype": precision.dtype, "attn_implementation": precision.attn_implementation,
             "trust_remote_code": args.trust_remote_code, "use_cache": False}
     if main:
         log(f"policy from {sft_path}: {precision.describe()}; "
@@ -570,7 +571,8 @@ def train(args: ScriptArguments, sft_path: str, reward_path: str, data_dir: Path
     if not args.full_ft:
         policy = add_lora(policy, args, sft_path)
     model = make_policy_with_value(policy, hidden_size, precision.dtype)
-    cpu = {"dtype": torch.float32, "attn_implementation": "eager", "trust_remote_code": args.trust_remote_code}
+    cpu: dict[str, Any] = {"dtype": torch.float32, "attn_implementation": "eager",
+                           "trust_remote_code": args.trust_remote_code}
     if main:
         log("reference (SFT) and reward models: CPU, fp32, eager attention (as in the reference)")
     reference = frozen(load_sft_model(sft_path, "--sft_model_path", args.hf_model_id, **cpu))

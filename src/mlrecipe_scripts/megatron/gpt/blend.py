@@ -89,6 +89,8 @@ def read_manifest(path: str) -> Blend:
         prefixes.append(str(prefix))
         weights.append(float(entry.get("tokens") or 1))
     total = sum(weights)
-    tokenizer = data.get("tokenizer") if isinstance(data.get("tokenizer"), dict) else {}
+    tokenizer = data.get("tokenizer")
+    if not isinstance(tokenizer, dict):
+        tokenizer = {}
     return Blend(tuple(prefixes), tuple(w / total for w in weights), tokenizer.get("eod_id"),
                  tokenizer.get("vocab_size"))

@@ -11,8 +11,12 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlrecipe_scripts.core.script_core import ScriptError, offline_defaults, run_main
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def perplexity(model: object, source: object, batches: int, size: int) -> float:
+def perplexity(model: nn.Module, source: object, batches: int, size: int) -> float:
     import torch
 
     from mlrecipe_scripts.megatron.gpt.model import lm_loss

@@ -37,7 +37,7 @@ def split_tokens(prefix: str, split: tuple[float, float, float], which: str) -> 
     documents)."""
     index = read_index(Path(prefix + ".idx"))
     docs = len(index.document_indices) - 1
-    bounds = [0]
+    bounds: list[float] = [0]
     for fraction in split:
         bounds.append(bounds[-1] + fraction)
     cuts = [round(b * docs) for b in bounds]

@@ -151,7 +151,7 @@ class QwenVLAdapter(BaseVLMAdapter):
         return processor
 
     @staticmethod
-    def _image_only_processor_class(name: str) -> type:
+    def _image_only_processor_class(name: str) -> Any:
         """A subclass of the processor class ``name`` whose only parts are the image processor and the tokenizer.
 
         It keeps the class name, so what it saves names the real class.

@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                "metric": metric, "scores": scores, "sampling": asdict(sampling), "predictions": str(out)}
     with atomic_file(sibling_path(ckpt, ".evaluation.json")) as tmp_file:
         tmp_file.write_text(json.dumps(summary, indent=2) + "\n")
-    report_progress(**scores)
+    report_progress(None, None, **scores)
     return 0
 
 

@@ -29,7 +29,7 @@ import os
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -344,7 +344,7 @@ def _cli_fields(cls: type, skip: tuple[str, ...] = ()) -> list[tuple[dataclasses
 
 
 def dataclass_parser(cls: type, family: str, description: str | None = None,
-                     nested: dict[str, tuple[type, tuple[str, ...]]] | None = None) -> argparse.ArgumentParser:
+                     nested: Mapping[str, tuple[type, tuple[str, ...]]] | None = None) -> argparse.ArgumentParser:
     """An argparse parser with one ``--<field>`` per field of the dataclass ``cls``.
 
     ``family`` is ``D0``, ``C`` or ``T`` (see the module doc); a field's ``metadata={"argparse": {...}}`` overrides
@@ -379,7 +379,7 @@ def dataclass_parser(cls: type, family: str, description: str | None = None,
 
 
 def build_from_namespace(cls: type, ns: argparse.Namespace, parser: argparse.ArgumentParser,
-                         nested: dict[str, tuple[type, tuple[str, ...]]] | None = None) -> Any:
+                         nested: Mapping[str, tuple[type, tuple[str, ...]]] | None = None) -> Any:
     """The D0 rule: start from the dataclass defaults and override only the flags that were given.
 
     A nested config is rebuilt from its class defaults plus the given ``--<prefix>_*`` flags when any of them is

@@ -64,7 +64,7 @@ def find_test_file(test_path: str | None, home: Path | None = None, newest: bool
 
 def read_test_rows(path: Path, max_samples: int) -> list[dict[str, str]]:
     """The first ``max_samples`` rows of a jsonl test set as ``{"input", "label"}``."""
-    rows = []
+    rows: list[dict[str, str]] = []
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):
             if len(rows) >= max_samples:
@@ -262,7 +262,7 @@ def write_results(ckpt: Path, test_file: Path, rows: list[dict[str, str]], predi
     try:
         from mlrecipe_scripts.hf_trainer.trainer_callbacks import report_progress
 
-        report_progress(**scores)
+        report_progress(None, None, **scores)
     except ImportError:
         pass
     return out

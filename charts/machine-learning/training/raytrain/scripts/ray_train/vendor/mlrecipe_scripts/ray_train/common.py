@@ -93,7 +93,7 @@ def is_adapter_dir(path: Path) -> bool:
 # Trainer plumbing (transformers imported inside)
 
 
-def training_arguments(**kwargs: Any) -> Any:
+def training_arguments(**kwargs: Any) -> Any:  # type: ignore[no-redef]  # replaces common_base's (same signature)
     """``transformers.TrainingArguments`` from the keyword arguments this transformers version knows
     (:func:`shared.common_base.training_arguments`).
 

@@ -121,7 +121,7 @@ def make_trainer_class() -> type:
 
     from mlrecipe_scripts.hf_trainer.trainer_callbacks import script_trainer_class
 
-    class RewardTrainer(script_trainer_class()):
+    class RewardTrainer(script_trainer_class()):  # type: ignore[misc]  # a Trainer subclass made at run time
         """Trainer with ``-logsigmoid(r_chosen - r_rejected)`` as the loss; eval returns both rewards."""
 
         def __init__(self, *args: Any, **kwargs: Any):
