@@ -152,7 +152,9 @@ def test_kserve_v2_and_triton_generate(vllm_release: Release) -> None:
     with httpx.stream("POST", base + "/v2/models/tiny/generate_stream", headers=h, timeout=60,
                       json={"text_input": "a", "parameters": {"max_tokens": 5, "min_tokens": 5}}) as s:
         events = [json.loads(line[6:]) for line in s.iter_lines() if line.startswith("data: ")]
-    assert len(events) == 5 and all("text_output" in e for e in events)
+    # vLLM holds back a token that ends inside a character and sends it with the next: at most one event a token.
+    assert 1 <= len(events) <= 5 and all(e["model_name"] == "tiny" and "text_output" in e for e in events)
+    assert events[0]["text_output"].startswith("a")  # the prompt, echoed once, first
     assert httpx.post(base + "/v2/models/nope/generate", headers=h, json={"text_input": "a"}).status_code == 404
     bad = httpx.post(base + "/v2/models/tiny/generate", headers=h, json={"parameters": {}})
     assert bad.status_code == 400 and "text_input" in bad.json()["error"]["message"]
