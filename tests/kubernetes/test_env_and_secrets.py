@@ -20,9 +20,9 @@ from mlrecipe.backends.kubernetes import secrets
 from mlrecipe.backends.kubernetes.backend import KubernetesBackend
 from mlrecipe.backends.kubernetes.plan import KubernetesPlan
 from mlrecipe.backends.registry import get_backend
+from mlrecipe.credentials import MASK
 from mlrecipe.helm.render import chart_path, render_chart
 from mlrecipe.helm.validate import validate_manifests
-from mlrecipe.secrets import MASK
 from mlrecipe.spec import CATALOG, SpecError, load_step_release
 from tests.repo import BIN, EXAMPLES, REPO, cli_env
 

@@ -39,7 +39,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 #: (prefix, layer): the longest matching prefix names a module's layer; a module imports only its layer or below.
 LAYERS = [
-    ("mlrecipe.errors", 0), ("mlrecipe.secrets", 0), ("mlrecipe.logtail", 0), ("mlrecipe.runtime", 0),
+    ("mlrecipe.errors", 0), ("mlrecipe.credentials", 0), ("mlrecipe.logtail", 0), ("mlrecipe.runtime", 0),
     ("mlrecipe.spec", 1), ("mlrecipe.helm", 1), ("mlrecipe.config", 1), ("mlrecipe.serve", 1),
     ("mlrecipe.backends.base", 2),
     ("mlrecipe.backends", 3),

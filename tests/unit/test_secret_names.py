@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from mlrecipe.backends.kubernetes.secrets import split_values
+from mlrecipe.credentials import is_secret_name, redact_env
 from mlrecipe.runner.recorded_inputs import SECRETS_KEY, redact
-from mlrecipe.secrets import is_secret_name, redact_env
 from mlrecipe.spec.load import load_step_release
 from tests.repo import BIN, cli_env
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from mlrecipe.cli.app import app
-from mlrecipe.secrets import redact_env
+from mlrecipe.credentials import redact_env
 
 
 def test_redact_env_masks_credential_names_only() -> None:

@@ -60,8 +60,8 @@ def sagemaker_default(opts: list[str]) -> str:
     """The default of the pipeline's ``sagemaker_opts`` parameter from ``-B sagemaker.KEY=VALUE`` (or ``KEY=VALUE``)
     options, comma-joined. Raises :class:`UserError` for a credential-like key or value: a SageMaker task's AWS
     credentials come from the run's service account (IRSA), never from the compiled file."""
+    from mlrecipe.credentials import is_secret_name
     from mlrecipe.errors import UserError
-    from mlrecipe.secrets import is_secret_name
 
     out = []
     for expr in opts:

@@ -2,7 +2,7 @@
 
 Each task runs ``mlrecipe install RELEASE CHART`` with the step's chart values (its ``step_name`` set, so
 names, ``MLRECIPE_STEP`` and ``{{ .Release.Name }}`` are those of ``mlrecipe run``). Credential-like env
-values (:mod:`mlrecipe.secrets`) are cut out of the values, exactly as the Kubernetes backend cuts them out of
+values (:mod:`mlrecipe.credentials`) are cut out of the values, exactly as the Kubernetes backend cuts them out of
 its manifests: the entry keeps its name, and the task takes the value from one Secret of the pipeline,
 ``<release>-credentials``, key = variable name.
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from mlrecipe.credentials import is_secret_name
 from mlrecipe.errors import UserError
-from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.load import ReleaseSpec
 
 SECRETS_KEY = "secret_sets"  #: in the recorded inputs: [{"index": i, "env": NAME}, ...]

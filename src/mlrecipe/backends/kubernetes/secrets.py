@@ -1,6 +1,6 @@
 """Credentials of a Kubernetes step: env values that look like credentials go into a Secret, never a manifest.
 
-The rule is :func:`mlrecipe.secrets.is_secret_name` (the one the Slurm backend applies). Every env list
+The rule is :func:`mlrecipe.credentials.is_secret_name` (the one the Slurm backend applies). Every env list
 the charts render (``train``/``process``/``server.env``, ``mpirun.env``, ``ray.env``, the top-level
 ``env`` of hf-snapshot and ``mlrecipe-lib.pipeline_env``) is split: a credential entry keeps its name
 and loses its value, and ``mlrecipe-lib.secret_env`` tells the library chart to render that name as
@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
+from mlrecipe.credentials import MASK, is_secret_name
 from mlrecipe.errors import SecretConflictError
-from mlrecipe.secrets import MASK, is_secret_name
 
 __all__ = ["SecretConflictError", "lift_ray_env_vars", "masked", "secret_manifest", "split_values",
            "with_secret_ref"]

@@ -18,8 +18,8 @@ from mlrecipe.backends.host.request import HostStepRequest
 from mlrecipe.backends.host.serving import Readiness
 from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.backends.local.devices import DevicePlan
+from mlrecipe.credentials import redact_env
 from mlrecipe.runtime import RUNTIME_PATH, step_runtime
-from mlrecipe.secrets import redact_env
 from mlrecipe.spec.catalog import StepKind
 
 

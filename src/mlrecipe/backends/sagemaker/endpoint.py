@@ -30,8 +30,8 @@ from mlrecipe.backends.sagemaker.client import call, error_code
 from mlrecipe.backends.sagemaker.handle import SageMakerHandle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.backends.sagemaker.request import LOCAL_IMAGE, LOCAL_ROLE, instance_type
+from mlrecipe.credentials import is_secret_name
 from mlrecipe.errors import BackendError, SpecIssue
-from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.load import StepSpec
 
 #: The calls of an endpoint step, in the order they are made.

@@ -12,8 +12,8 @@ import yaml
 
 from mlrecipe.backends.base import Plan
 from mlrecipe.backends.sagemaker.request import PROGRAM_FILE, RUNTIME_FILE
+from mlrecipe.credentials import redact_env
 from mlrecipe.runtime import RUNTIME_PATH
-from mlrecipe.secrets import redact_env
 
 
 @dataclass

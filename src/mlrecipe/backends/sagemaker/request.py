@@ -24,8 +24,8 @@ from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.host.contract import contract_env, recipe_env, step_program
 from mlrecipe.backends.sagemaker import names
 from mlrecipe.backends.sagemaker.options import FileSystem, SageMakerOptions
+from mlrecipe.credentials import is_secret_name
 from mlrecipe.metrics import METRICS_VAR
-from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.load import StepSpec
 
 PROGRAM_CHANNEL = "mlrecipe"

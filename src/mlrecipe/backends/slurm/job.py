@@ -15,8 +15,8 @@ from mlrecipe.backends.host.volumes import wrap_argv
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.plan import SlurmPlan
 from mlrecipe.backends.slurm.script import NODE_WRAPPER, BatchScript, rank_mounts_script, server_lines
+from mlrecipe.credentials import is_secret_name
 from mlrecipe.runtime import RAY_CLUSTER_PATH
-from mlrecipe.secrets import is_secret_name
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 

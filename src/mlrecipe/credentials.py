@@ -1,4 +1,4 @@
-"""Keeping secrets out of printed plans, state and manifests: which environment variables hold credentials.
+"""Credentials: which environment variables hold them, and keeping their values out of plans, state and manifests.
 
 A name is a credential's when one of its words is a credential word (``HF_TOKEN``, ``DB_PASSWORD``,
 ``GITHUB_PAT``) or two adjacent words make one (``WANDB_API_KEY``, ``AWS_ACCESS_KEY_ID``). Words are the parts of
