@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from mlrecipe.backends.host import resources
 from mlrecipe.backends.options import load_options
@@ -125,8 +126,10 @@ def test_resources_translation(given: dict, cpus: int, mem: int | None) -> None:
     assert resources.memory_mb(res) == mem
     assert resources.gpus(res) == 4
     assert resources.unmapped(res) == ["vpc.amazonaws.com/efa"]
-    with pytest.raises(resources.ResourceError):
-        resources.memory_mb(Resources(requests={"memory": "lots"}))
+    with pytest.raises(ValidationError, match="cannot read quantity 'lots'"):  # refused at load, with its line
+        Resources(requests={"memory": "lots"})
+    with pytest.raises(resources.ResourceError):  # and still by the translation, should one get through
+        resources.memory_mb(Resources.model_construct(requests={"memory": "lots"}))
 
 
 def test_config_section_and_errors(mlhome: Path) -> None:
