@@ -12,6 +12,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
 from mlrecipe.backends.host.images import serving_environment
@@ -111,6 +112,14 @@ def test_ray_train_job_learns_with_two_workers(mlhome: Path, tmp_path: Path) -> 
     assert ray_processes(mlhome) == []
 
 
+def _cmdline(process: psutil.Process) -> str:
+    """The command line of ``process``, or ``""`` once it has exited (the snapshot holds short-lived processes)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 @pytest.mark.parametrize(("image", "how"), [
     (IMAGE, "uninstall"), (IMAGE, "kill -9 of the cluster's owner"),
     (RAY_IMAGE, "uninstall"), (RAY_IMAGE, "kill -9 of the cluster's owner"),
@@ -132,7 +141,8 @@ def test_no_ray_process_outlives_a_stopped_job(mlhome: Path, tmp_path: Path, ima
         assert len(ray_processes(mlhome)) == 4, "gcs_server and a raylet per node"
         if image == RAY_IMAGE:
             assert "Ray job stuck-ray-data-process submitted" in cli(mlhome, "logs", "stuck").stdout
-        (owner,) = [p for p in tree if "ray_cluster.py" in " ".join(p.cmdline()) and p.name() != "unshare"]
+        (owner,) = [p for p in tree
+                    if "ray_cluster.py" in _cmdline(p) and not _cmdline(p).split()[0].endswith("unshare")]
         if how == "uninstall":
             assert cli(mlhome, "uninstall", "stuck", timeout=120).returncode == 0
         else:
