@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 from pathlib import Path
 
+import psutil
 import pytest
 from typer.testing import CliRunner
 
+from mlrecipe.backends.base import StepState
 from mlrecipe.cli.app import app
+from mlrecipe.runner.state import ReleaseRecord, StepRecord
 
 VERBS = [["status"], ["logs"], ["uninstall"], ["resume"]]
 BAD = {
@@ -73,3 +78,32 @@ def test_running_over_a_corrupt_record_is_refused(tmp_path: Path, mlhome: Path, 
     assert result.exit_code == 2, result.output
     assert "is corrupt (not valid JSON)" in result.output
     assert not (directory / "steps").exists()
+
+
+def test_following_a_log_stops_with_one_error_when_the_record_turns_corrupt(mlhome: Path) -> None:
+    me = psutil.Process(os.getpid())
+    record = ReleaseRecord("rel", "default", "local", {}, state=StepState.RUNNING, order=["s"],
+                           steps={"s": StepRecord("s", "data-prep/data-process", state=StepState.RUNNING)},
+                           driver_pid=me.pid, driver_created=me.create_time())
+    record.save()
+    log = record.directory / "steps" / "s" / "node-0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("first line\n", encoding="utf-8")
+
+    def corrupt() -> None:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write("last line\n")
+        text = (record.directory / "state.json").read_text(encoding="utf-8")
+        (record.directory / "state.json").write_text(text[:40], encoding="utf-8")
+
+    timer = threading.Timer(0.6, corrupt)
+    timer.start()
+    try:
+        result = CliRunner().invoke(app, ["logs", "-f", "rel", "s"])
+    finally:
+        timer.cancel()
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2, result.output
+    assert "first line\nlast line\n" in result.output
+    assert "error: the state record of release local://default/rel is corrupt (not valid JSON)" in result.output
+    assert str(record.directory / "state.json") in result.output and "Traceback" not in result.output

@@ -272,6 +272,8 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
 
 
 def _print_log(path: Path, record: ReleaseRecord, follow: bool) -> ExitCode:
+    """Print the log at ``path``; to follow, keep printing while the release's driver lives (exit 2 naming the
+    record should it become unreadable)."""
     from mlrecipe.runner.state import find_records
 
     with open(path, "rb") as fh:
@@ -283,7 +285,12 @@ def _print_log(path: Path, record: ReleaseRecord, follow: bool) -> ExitCode:
                 continue
             if not follow:
                 return ExitCode.OK
-            current = find_records(record.release, record.namespace, record.backend)
+            try:
+                current = find_records(record.release, record.namespace, record.backend)
+            except CorruptStateError as exc:  # records are replaced by rename: never seen half-written
+                sys.stdout.buffer.write(fh.read())
+                sys.stdout.flush()
+                return print_error(exc)
             if not current or not current[0].driver_alive():
                 sys.stdout.buffer.write(fh.read())
                 sys.stdout.flush()
