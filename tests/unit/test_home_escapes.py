@@ -84,3 +84,25 @@ def test_a_symlinked_release_directory_is_refused_not_reported_removed(tmp_path:
     run = mlrecipe(mlhome, "install", "rel", "data-prep/data-process", "-f", str(recipe(tmp_path)), "--force")
     assert run.returncode == 2 and f"error: {link} is a symbolic link" in run.stderr, run.stdout + run.stderr
     assert not list(outside.rglob("steps"))
+
+
+def test_a_log_linked_during_the_run_is_refused_not_written_through(tmp_path: Path, mlhome: Path) -> None:
+    outside = tmp_path / "outside.log"
+    outside.write_text("untouched\n", encoding="utf-8")
+    log = mlhome / "releases" / "local" / "default" / "rel" / "steps" / "second" / "node-0.log"
+    script = tmp_path / "plant.sh"
+    script.write_text(f"mkdir -p {log.parent} && ln -s {outside} {log}\n", encoding="utf-8")
+    plant = tmp_path / "plant.yaml"
+    plant.write_text(f"image: python:3.11\npvc: []\nprocess:\n  command: [sh, {script}]\n", encoding="utf-8")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("release: rel\nsteps:\n"
+                        f"  - {{name: first, chart: data-prep/data-process, recipe: {plant}}}\n"
+                        f"  - {{name: second, chart: data-prep/data-process, recipe: {recipe(tmp_path)}, "
+                        "depends_on: [first]}\n", encoding="utf-8")
+    done = mlrecipe(mlhome, "run", str(pipeline))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{log} is a symbolic link (to {outside})" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert outside.read_text(encoding="utf-8") == "untouched\n"
+    record = json.loads((log.parents[2] / "state.json").read_text(encoding="utf-8"))
+    assert record["steps"]["second"]["state"] == "failed" and "symbolic link" in record["steps"]["second"]["message"]

@@ -34,7 +34,7 @@ from mlrecipe.backends.local.handle import LocalHandle
 from mlrecipe.backends.local.options import RANKS_PER_CPU, LocalOptions
 from mlrecipe.backends.local.plan import LocalPlan, LocalSlots, render
 from mlrecipe.backends.local.running import LocalRunningStep
-from mlrecipe.errors import BackendError
+from mlrecipe.errors import BackendError, LinkedPathError
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -155,7 +155,7 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
                 raise BackendError(f"{busy_message(busy)}; --backend-opt gpu_busy=wait waits for them")
             if not busy and running.take_cpus():
                 running.start()  # else it starts once its GPUs and CPUs are free (LocalRunningStep.poll)
-        except OSError as exc:  # a volume that cannot be created, a runtime that cannot start
+        except (OSError, LinkedPathError) as exc:  # a volume that cannot be created, a runtime that cannot start
             running.cancel()
             raise BackendError(f"cannot start the step's processes: {exc}") from exc
         return running

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
 from mlrecipe.backends.host.devices import Gpu
@@ -15,7 +17,21 @@ from mlrecipe.backends.local.cpus import CpuSlots
 from mlrecipe.backends.local.gpu_lease import GpuLease, Holder, busy_message
 from mlrecipe.backends.local.handle import LocalHandle, NodeProcess, ServerAddress
 from mlrecipe.backends.local.plan import LocalPlan
+from mlrecipe.errors import LinkedPathError
 from mlrecipe.logtail import tail
+
+
+def open_node_log(path: Path) -> BinaryIO:
+    """``path`` opened to append a node's output, not inherited by other children; :class:`LinkedPathError` when
+    it is a symbolic link (one planted after the release's check is refused, not written through)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP or not path.is_symlink():
+            raise
+        raise LinkedPathError(f"{path} is a symbolic link (to {os.readlink(path)}): mlrecipe does not write "
+                              "through links under MLRECIPE_HOME; remove the link") from None
+    return open(fd, "ab")
 
 
 class LocalRunningStep(RunningStep[LocalHandle]):
@@ -75,7 +91,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         for node in self.plan.nodes:
             node.log_path.parent.mkdir(parents=True, exist_ok=True)
             env = {**base, **node.env, procs.RUN_ID_VAR: self.handle.run_id}
-            with open(node.log_path, "ab") as log:
+            with open_node_log(node.log_path) as log:
                 p = subprocess.Popen(
                     node.argv,
                     env=env,
@@ -120,7 +136,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                 return None
             try:
                 self.start()
-            except OSError as exc:
+            except (OSError, LinkedPathError) as exc:
                 self._outcome = StepOutcome(StepState.FAILED, None, f"cannot start the step's processes: {exc}")
                 self.cancel()
                 return self._outcome
