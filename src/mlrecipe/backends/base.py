@@ -214,6 +214,20 @@ class AdoptsSubmitted:
     first (checked with ``isinstance``)."""
 
 
+class RemovesByRelease(ABC):
+    """Capability of a backend whose resources carry their release's name (tags), so that ``uninstall`` finds and
+    removes them without the release's state on this machine (another ``MLRECIPE_HOME``, a KFP task's pod), and
+    after the recorded handles were cancelled (checked with ``isinstance``)."""
+
+    @abstractmethod
+    def remove_release(self, release: str, namespace: str | None,
+                       handle: dict[str, Any] | None = None) -> list[str]:
+        """Stop or delete everything tagged with ``release`` in ``namespace`` (``None``: the one namespace it was
+        found in; several raise :class:`~mlrecipe.errors.UserError`). ``handle``: a recorded step handle saying
+        where to look (``None``: where the options say). Returns one line per thing stopped or deleted; raises
+        :class:`~mlrecipe.errors.BackendError` when the backend cannot be asked."""
+
+
 class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
     """Base class of every backend (one package each, one line in the registry)."""
 

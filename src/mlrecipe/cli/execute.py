@@ -167,29 +167,67 @@ def _stop_driver(record: ReleaseRecord) -> None:
             time.sleep(0.1)
 
 
+def _uninstall_by_tags(release: str, namespace: str | None, backend: str | None, opts: list[str]) -> ExitCode:
+    """No state of the release here: a backend the address names that finds resources by their release tags
+    (:class:`RemovesByRelease`) removes them; otherwise there is nothing to do."""
+    from mlrecipe.backends.base import RemovesByRelease
+    from mlrecipe.backends.registry import backend_class
+
+    addr = parse_address(release, namespace, backend)
+    if addr.backend is None or not issubclass(backend_class(addr.backend), RemovesByRelease):
+        print(f"release '{release}' not found; nothing to do")
+        return ExitCode.OK
+    try:
+        impl, _ = _backends(addr.backend, None, opts)
+        assert isinstance(impl, RemovesByRelease)
+        done = impl.remove_release(addr.release, addr.namespace)
+    except (BackendError, UserError) as exc:
+        return fail(f"release '{release}' has no state here and its {addr.backend} resources could not be looked up "
+                    f"by their tags: {exc}", ExitCode.FAILED)
+    for line in done:
+        print(f"{addr.backend}: {line}")
+    if not done:
+        print(f"release '{release}' not found (no state here, nothing on {addr.backend} tagged with it); nothing to do")
+    else:
+        print(f"release {addr.backend}://{addr.namespace or '*'}/{addr.release} uninstalled (found by its tags)")
+    return ExitCode.OK
+
+
 def uninstall(release: str, namespace: str | None, backend: str | None, opts: list[str]) -> ExitCode:
-    """Stop what the release runs and remove its state; a missing release is not an error."""
+    """Stop what the release runs and remove its state; a missing release is not an error. Without state here, a
+    backend that finds the release's resources by their tags removes them (``sagemaker://<namespace>/<release>``)."""
+    from mlrecipe.backends.base import RemovesByRelease
     from mlrecipe.runner.state import check_no_links
 
     try:
         record = one_record(release, namespace, backend)
         if record is None:
-            print(f"release '{release}' not found; nothing to do")
-            return ExitCode.OK
+            return _uninstall_by_tags(release, namespace, backend, opts)
         check_no_links(record.directory)  # the directory the record was read from, nothing it names
         _stop_driver(record)
         backends = record_backends(record, opts)
     except UserError as exc:
         return print_error(exc)
     failures = []
+    swept: dict[str, dict[str, Any]] = {}  # backends that find the release's resources by tags: a handle of each
     for step in record.steps.values():
         if not step.handle:
             continue
         try:
             impl = backends.named(record.backend_of(step))
             impl.cancel_handle(impl.load_handle(step.handle))
+            if isinstance(impl, RemovesByRelease):
+                swept.setdefault(impl.name, step.handle)
         except (BackendError, UserError) as exc:
             failures.append(f"step {step.name}: {exc}")
+    for name, handle in swept.items():  # what another MLRECIPE_HOME (a KFP task's pod) made in this release
+        try:
+            impl = backends.named(name)
+            assert isinstance(impl, RemovesByRelease)
+            for line in impl.remove_release(record.release, record.namespace, handle):
+                print(f"{name}: {line}")
+        except (BackendError, UserError) as exc:
+            failures.append(f"{name} resources tagged with release {record.release}: {exc}")
     if failures:
         for line in failures:
             fail(line)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from mlrecipe.backends.base import AdoptsSubmitted, Backend, ReleaseContext
-from mlrecipe.backends.sagemaker import names, status
+from mlrecipe.backends.base import AdoptsSubmitted, Backend, ReleaseContext, RemovesByRelease
+from mlrecipe.backends.sagemaker import names, status, tagged
 from mlrecipe.backends.sagemaker.client import aws_client, call, sagemaker_client
 from mlrecipe.backends.sagemaker.endpoint import (
     EndpointPlan,
@@ -47,7 +47,8 @@ ADOPTABLE = frozenset({"InProgress", "Completed"})
 SUBMIT_RETRY_DELAYS = (1.0, 3.0)  #: seconds before the 2nd and 3rd try of a submission that met a transient error
 
 
-class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan | EndpointPlan, SageMakerHandle, SageMakerOptions]):
+class SageMakerBackend(AdoptsSubmitted, RemovesByRelease,
+                       Backend[SageMakerPlan | EndpointPlan, SageMakerHandle, SageMakerOptions]):
     """Runs each step as one SageMaker training job; see the module docstring.
 
     ``clients`` maps a service name (sagemaker, s3, logs) to a client object that replaces the one the
@@ -283,6 +284,13 @@ class SageMakerBackend(AdoptsSubmitted, Backend[SageMakerPlan | EndpointPlan, Sa
             delete_endpoint(self._client("sagemaker", handle), handle.endpoint_name)
         else:
             stop_job(self._client("sagemaker", handle), handle.job_name)
+
+    def remove_release(self, release: str, namespace: str | None,
+                       handle: dict[str, Any] | None = None) -> list[str]:
+        """Stop the release's running training jobs and delete its endpoints, configs and models, found by their
+        tags (:mod:`.tagged`) where ``handle`` (or else the options) says the API is."""
+        where = self.load_handle(handle) if handle is not None else None
+        return tagged.remove_release(self._client("sagemaker", where), release, namespace)
 
     def handle_alive(self, handle: SageMakerHandle) -> bool:
         client = self._client("sagemaker", handle)

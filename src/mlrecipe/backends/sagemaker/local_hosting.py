@@ -236,6 +236,19 @@ class LocalHosting:
                                if k in ("EndpointName", "EndpointArn", "CreationTime", "LastModifiedTime",
                                         "EndpointStatus")} for n in names], **OK}
 
+    def list_models(self, NameContains: str | None = None, **_filters: Any) -> dict[str, Any]:
+        """ListModels with ``NameContains`` (one page)."""
+        return {"Models": self._listed(self._models, "Model", NameContains), **OK}
+
+    def list_endpoint_configs(self, NameContains: str | None = None, **_filters: Any) -> dict[str, Any]:
+        """ListEndpointConfigs with ``NameContains`` (one page)."""
+        return {"EndpointConfigs": self._listed(self._configs, "EndpointConfig", NameContains), **OK}
+
+    @staticmethod
+    def _listed(store: Store, what: str, contains: str | None) -> list[dict[str, Any]]:
+        records = [(n, r) for n in store.names() if not contains or contains in n if (r := store.read(n)) is not None]
+        return [{f"{what}Name": n, f"{what}Arn": r["arn"], "CreationTime": when(r["created"])} for n, r in records]
+
     def endpoint_url(self, endpoint_name: str) -> str:
         """Local-only: ``http://127.0.0.1:<port>`` of an ``InService`` endpoint (``/ping``, ``/invocations``)."""
         record = self._endpoints.read(endpoint_name)

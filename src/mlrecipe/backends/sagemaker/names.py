@@ -24,6 +24,13 @@ def job_prefix(namespace: str, release: str, step: str, digest: str) -> str:
     return f"{base[:room].rstrip('-')}-{key}"
 
 
+def release_prefix(release: str) -> str:
+    """What the names of every job, model, endpoint config and endpoint of ``release`` start with (ListX's
+    ``NameContains``; other releases may match too: their tags tell them apart)."""
+    base = re.sub(r"[^a-zA-Z0-9]+", "-", release).strip("-") or "step"
+    return base[:MAX_NAME - 8 - 1 - 4].rstrip("-")
+
+
 def job_name(prefix: str, attempt: int) -> str:
     """The name of attempt ``attempt`` (1, 2, ...) of the job ``prefix``."""
     return f"{prefix}-{attempt}"
