@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from mlrecipe.cli.app import app
 from mlrecipe.errors import DiskFullError
 from mlrecipe.runner import state as state_module
 from mlrecipe.runner.state import RESERVE_FILE, ReleaseRecord, load_record
@@ -138,3 +140,26 @@ def test_after_kill_9_of_the_cli_no_step_shows_running(tmp_path: Path, mlhome: P
         assert [s["state"] for s in doc[0]["steps"]] == ["interrupted"] and doc[0]["state"] == "interrupted"
     finally:
         mlrecipe(mlhome, "uninstall", "slow")
+
+
+def test_a_full_disk_while_writing_the_step_program_leaves_no_temporary_file(
+        tmp_path: Path, mlhome: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = Path.write_text
+
+    def write_text(self: Path, data: str, *args: object, **kwargs: object) -> int:
+        if self.name != "program.tmp":
+            return real(self, data, *args, **kwargs)  # type: ignore[arg-type]
+        real(self, data[:10], encoding="utf-8")  # a part was written, then the disk was full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    recipe = tmp_path / "recipe.yaml"
+    real(recipe, "image: python:3.11\npvc: []\nprocess:\n  command: [echo, hi]\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["install", "rel", "data-prep/data-process", "-f", str(recipe)])
+    program = mlhome / "releases/local/default/rel/steps/data-process/program.json"
+    assert isinstance(result.exception, DiskFullError), result.output  # the one error line mlrecipe.cli.app.main prints
+    assert str(result.exception).startswith(f"the disk is full: no space left to write {program} ")
+    assert "error:" not in result.output
+    assert not list(mlhome.rglob("program.tmp")) and not program.exists()
+    state = json.loads((mlhome / "releases/local/default/rel/state.json").read_text(encoding="utf-8"))
+    assert state["state"] == "failed" and "disk is full" in state["steps"]["data-process"]["message"]

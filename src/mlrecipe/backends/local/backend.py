@@ -12,6 +12,7 @@ Options: :mod:`mlrecipe.backends.local.options`.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import shutil
@@ -157,6 +158,8 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
                 running.start()  # else it starts once its GPUs and CPUs are free (LocalRunningStep.poll)
         except (OSError, LinkedPathError) as exc:  # a volume that cannot be created, a runtime that cannot start
             running.cancel()
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise  # a full disk stops the release, which says so (ReleaseRunner.run)
             raise BackendError(f"cannot start the step's processes: {exc}") from exc
         return running
 

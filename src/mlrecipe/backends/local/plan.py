@@ -105,14 +105,23 @@ class LocalPlan(Plan):
         return "\n".join(out) + "\n"
 
     def write_program(self) -> None:
-        """Write the step program and the step's other files (e.g. a Ray Serve config) into the state dir."""
+        """Write the step program and the step's other files (e.g. a Ray Serve config) into the state dir.
+
+        The program is replaced through a temporary file that never outlives a failure; an ``OSError`` (a full disk:
+        ENOSPC) names the program's path."""
         for path, text in self.files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         self.program_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.program_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.program, indent=2, sort_keys=True), encoding="utf-8")
-        tmp.replace(self.program_path)
+        try:
+            tmp.write_text(json.dumps(self.program, indent=2, sort_keys=True), encoding="utf-8")
+            tmp.replace(self.program_path)
+        except BaseException as exc:
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and exc.filename is None:
+                exc.filename = str(self.program_path)
+            raise
 
 
 @dataclass(frozen=True)
