@@ -4,6 +4,8 @@ A tree holds (1) an entry file at each path the recipes run (the reference's pat
 ``fine_tune.py`` ...), a few lines that put the tree's ``vendor/`` first on ``sys.path`` and call the module's
 ``main``, and (2) ``vendor/mlrecipe_scripts/``, a copy of the subpackages of :mod:`mlrecipe_scripts` those modules
 import, so that the tree runs where mlrecipe is not installed (``/etc/framework-scripts`` in a training image).
+A tree of Triton python-backend models instead holds a subpackage's modules as top-level files that import each
+other as siblings (``flat``): a recipe copies them into a model's version folder, where Triton imports them.
 """
 
 from __future__ import annotations
@@ -25,14 +27,16 @@ class Entry:
 
 @dataclass(frozen=True)
 class Tree:
-    """One ``scripts/<framework>/`` folder of a chart: the subpackages it ships, its entry scripts, and files it
-    ships as copies of a source file of the repository (path in the tree, path below the repository root)."""
+    """One ``scripts/<framework>/`` folder of a chart: the subpackages it ships, its entry scripts, files it ships
+    as copies of a source file of the repository (path in the tree, path below the repository root), and the
+    subpackages whose modules it ships flat, as sibling modules (``flat``)."""
 
     chart: str
     framework: str
     packages: tuple[str, ...]
     entries: tuple[Entry, ...] = field(default_factory=tuple)
     copies: tuple[tuple[str, str], ...] = ()
+    flat: tuple[str, ...] = ()
 
     @property
     def folder(self) -> str:
@@ -99,4 +103,5 @@ TREES: tuple[Tree, ...] = (
     *(Tree(chart, "megatron", ("core", "megatron"), _MEGATRON_ENTRIES)
       for chart in ("data-prep/mpijob-data-process", "training/pytorchjob-distributed")),
     *(Tree("serving/rayserve", f"vllm-{version}", (), copies=_RAY_OPENAI) for version in RAYSERVE_VLLM_VERSIONS),
+    Tree("serving/triton-inference-server", "encoder_transformers", (), flat=("encoder_transformers",)),
 )

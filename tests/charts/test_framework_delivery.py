@@ -9,6 +9,7 @@ generation.
 
 from __future__ import annotations
 
+import ast
 import filecmp
 import os
 import shutil
@@ -160,3 +161,47 @@ def test_a_tree_runs_on_its_own_copy_of_the_package(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-S", entry], cwd=copy, capture_output=True, text=True, timeout=60,
                           env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1"})
     assert proc.returncode == 1 and "No module named 'mlrecipe_scripts'" in proc.stderr, proc.stderr[-2000:]
+
+
+TRITON = next(t for t in TREES if t.framework == "encoder_transformers")
+
+
+def test_a_stale_triton_tree_is_found(tmp_path: Path) -> None:
+    """The Triton models' tree is checked like the others: an edited, a missing and a stray file are each listed."""
+    folder = tmp_path / TRITON.folder
+    shutil.copytree(generate.REPO / TRITON.folder, folder)
+    assert [p for p in generate.differences(tmp_path) if p.startswith(TRITON.folder)] == []
+    with (folder / "encoder_base.py").open("a", encoding="utf-8") as handle:
+        handle.write("# edited in the chart\n")
+    (folder / "reranker.py").unlink()
+    (folder / "stray.py").write_text("", encoding="utf-8")
+    stale = [p.removeprefix(f"{TRITON.folder}/") for p in generate.differences(tmp_path) if p.startswith(TRITON.folder)]
+    assert stale == ["encoder_base.py", "reranker.py", "stray.py"]
+
+
+def test_the_triton_models_are_flat_files_that_import_only_each_other() -> None:
+    """Triton imports ``<model>/1/model.py`` with only its version folder on ``sys.path``: a task file there needs
+    nothing from the tree but ``encoder_base.py`` beside it."""
+    shipped = _shipped(TRITON.chart, TRITON.framework)
+    assert "encoder_base.py" in shipped and all("/" not in rel for rel in shipped)
+    tasks = {"embeddings.py", "masked_lm.py", "reranker.py", "sequence_classification.py", "token_classification.py"}
+    assert set(shipped) == tasks | {"encoder_base.py"}
+    for rel, path in shipped.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        local = {node.module for node in imports
+                 if node.level or (node.module or "").split(".")[0] in {"mlrecipe_scripts", "encoder_base"}}
+        assert local == ({"encoder_base"} if rel in tasks else set()), rel
+        classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+        assert ("TritonPythonModel" in classes) == (rel in tasks), rel
+
+
+def test_a_module_shipped_flat_may_not_import_the_package(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "base.py").write_text("X = 1\n", encoding="utf-8")
+    (tmp_path / "models" / "task.py").write_text("from .base import X\n", encoding="utf-8")
+    files = generate.flat_files("models", tmp_path)
+    assert files["task.py"].decode().endswith("\nfrom base import X\n")
+    (tmp_path / "models" / "other.py").write_text("from mlrecipe_scripts.core import script_core\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"other\.py: a module shipped flat imports only its siblings"):
+        generate.flat_files("models", tmp_path)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from encoder_base import EncoderBaseModel
 from transformers import AutoModel
+
+from .encoder_base import EncoderBaseModel
 
 
 class TritonPythonModel(EncoderBaseModel):

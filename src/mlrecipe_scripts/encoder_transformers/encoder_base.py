@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -39,7 +41,7 @@ class RequestError(ValueError):
     """A request this model cannot serve; it becomes that request's TritonError."""
 
 
-def _xla():
+def _xla() -> ModuleType | None:
     try:
         import torch_xla.core.xla_model as xm  # present on Neuron / XLA images only
     except ImportError:
@@ -47,7 +49,7 @@ def _xla():
     return xm
 
 
-def decode_strings(request, name: str) -> tuple[list[str], tuple[int, ...]]:
+def decode_strings(request: pb_utils.InferenceRequest, name: str) -> tuple[list[str], tuple[int, ...]]:
     """The strings of a BYTES input (flattened, UTF-8) and the tensor's shape."""
     tensor = pb_utils.get_input_tensor_by_name(request, name)
     if tensor is None:
@@ -68,13 +70,13 @@ class EncoderBaseModel:
     """Loads ``model.json``'s model and tokenizer; subclasses name the model class and the task's outputs."""
 
     #: The transformers auto class of the task (``AutoModel``, ``AutoModelForMaskedLM`` ...).
-    auto_class = None
+    auto_class: ClassVar[type[Any] | None] = None
     #: For ``auto_complete_config``: the task's inputs and outputs as Triton config entries.
-    inputs: list[dict] = [{"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]}]
-    outputs: list[dict] = []
+    inputs: ClassVar[list[dict[str, Any]]] = [{"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]}]
+    outputs: ClassVar[list[dict[str, Any]]] = []
 
     @classmethod
-    def auto_complete_config(cls, auto_complete_model_config):
+    def auto_complete_config(cls, auto_complete_model_config: Any) -> Any:
         """Fill inputs, outputs and batching when config.pbtxt leaves them out (recipes disable auto-complete)."""
         config = auto_complete_model_config.as_dict()
         if not config.get("input"):
@@ -87,12 +89,12 @@ class EncoderBaseModel:
             auto_complete_model_config.set_max_batch_size(8)
         return auto_complete_model_config
 
-    def initialize(self, args):
+    def initialize(self, args: dict[str, str]) -> None:
         self.model_config = json.loads(args["model_config"])
         version_dir = Path(args.get("model_repository", "")) / str(args.get("model_version", ""))
         if not (version_dir / "model.json").is_file():
             version_dir = Path(__file__).resolve().parent
-        settings = json.loads((version_dir / "model.json").read_text(encoding="utf-8"))
+        settings: dict[str, Any] = json.loads((version_dir / "model.json").read_text(encoding="utf-8"))
         if not settings.get("model_id_or_path"):
             raise pb_utils.TritonModelException(f"{version_dir / 'model.json'}: 'model_id_or_path' is required")
         self.settings = settings
@@ -118,14 +120,16 @@ class EncoderBaseModel:
         }
         self.setup()
 
-    def load_model(self, path: str):
+    def load_model(self, path: str) -> torch.nn.Module:
+        if self.auto_class is None:
+            raise NotImplementedError(f"{type(self).__name__} names no auto_class")
         return self.auto_class.from_pretrained(path)
 
     def setup(self) -> None:
         """Task-specific checks and settings, after the model is loaded."""
 
-    def finalize(self):
-        self.model = None
+    def finalize(self) -> None:
+        del self.model
 
     # -- helpers for subclasses -------------------------------------------------------------------------------
 
@@ -161,9 +165,9 @@ class EncoderBaseModel:
 
     # -- text_input tasks -------------------------------------------------------------------------------------
 
-    def execute(self, requests):
+    def execute(self, requests: list[pb_utils.InferenceRequest]) -> list[pb_utils.InferenceResponse]:
         """Decode every request's ``text_input``, run them as one batch, split the results back per request."""
-        responses: list = [None] * len(requests)
+        responses: list[Any] = [None] * len(requests)
         texts: list[str] = []
         spans: list[tuple[int, int, int, tuple[int, ...]]] = []  # (request index, start, end, input shape)
         for i, request in enumerate(requests):
@@ -194,11 +198,12 @@ class EncoderBaseModel:
         raise NotImplementedError
 
     def outputs_for(self, results: dict[str, np.ndarray], start: int, end: int, mask: torch.Tensor,
-                    shape: tuple[int, ...]) -> list:
+                    shape: tuple[int, ...]) -> list[pb_utils.Tensor]:
         """One request's output tensors: its rows of every result (one row per input string)."""
         return [self.output(name, value[start:end]) for name, value in results.items()]
 
-    def per_token(self, results: dict[str, np.ndarray], start: int, end: int, mask: torch.Tensor) -> list:
+    def per_token(self, results: dict[str, np.ndarray], start: int, end: int,
+                  mask: torch.Tensor) -> list[pb_utils.Tensor]:
         """Per-token outputs cut to the request's own longest sequence (not the batch's)."""
         length = int(mask.sum(dim=1).max()) if mask.numel() else 0
         cut = slice(-length, None) if self.tokenizer.padding_side == "left" and length else slice(0, length)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from encoder_base import EncoderBaseModel
+import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForMaskedLM
+
+from .encoder_base import EncoderBaseModel
 
 
 class TritonPythonModel(EncoderBaseModel):
@@ -18,5 +20,6 @@ class TritonPythonModel(EncoderBaseModel):
     def forward(self, encoded: dict[str, torch.Tensor], rows: int) -> dict[str, np.ndarray]:
         return {"logits": self.model(**encoded).logits[:rows].float().cpu().numpy()}
 
-    def outputs_for(self, results, start, end, mask, shape):
+    def outputs_for(self, results: dict[str, np.ndarray], start: int, end: int, mask: torch.Tensor,
+                    shape: tuple[int, ...]) -> list[pb_utils.Tensor]:
         return self.per_token(results, start, end, mask)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
-from encoder_base import EncoderBaseModel, RequestError, decode_strings
 from transformers import AutoModelForSequenceClassification
+
+from .encoder_base import EncoderBaseModel, RequestError, decode_strings
 
 CPU_CHUNK = 32
 
@@ -39,8 +40,8 @@ class TritonPythonModel(EncoderBaseModel):
                 scores.append(torch.softmax(logits, dim=-1)[:, -1])
         return torch.cat(scores).cpu().numpy() if scores else np.zeros((0,), dtype=np.float32)
 
-    def execute(self, requests):
-        responses = []
+    def execute(self, requests: list[pb_utils.InferenceRequest]) -> list[pb_utils.InferenceResponse]:
+        responses: list[pb_utils.InferenceResponse] = []
         for request in requests:
             try:
                 queries, _ = decode_strings(request, "query")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from encoder_base import EncoderBaseModel
+import triton_python_backend_utils as pb_utils
 from transformers import AutoModelForTokenClassification
+
+from .encoder_base import EncoderBaseModel
 
 OUTPUTS = ("predictions", "logits")
 
@@ -29,5 +31,6 @@ class TritonPythonModel(EncoderBaseModel):
         results = {"predictions": logits.argmax(dim=-1).cpu().numpy(), "logits": logits.cpu().numpy()}
         return {name: results[name] for name in self.wanted}
 
-    def outputs_for(self, results, start, end, mask, shape):
+    def outputs_for(self, results: dict[str, np.ndarray], start: int, end: int, mask: torch.Tensor,
+                    shape: tuple[int, ...]) -> list[pb_utils.Tensor]:
         return self.per_token(results, start, end, mask)

@@ -22,6 +22,9 @@ subpackages it needs under ``vendor/mlrecipe_scripts/``, so the scripts run with
                                convert / test
 ``nemo2``                      ``framework: nemo2``: ``nemo2_common``, ``nemo2_dataset``, ``fine_tune``,
                                convert / test
+``encoder_transformers``       ``framework: encoder_transformers`` (serving/triton-inference-server): Triton
+                               python-backend models over ``encoder_base``, shipped as flat files
+                               (:attr:`~mlrecipe_scripts.layout.Tree.flat`)
 =============================  ==========================================================================
 
 Modules import each other by their full names (``from mlrecipe_scripts.core.script_core import log``); nothing
