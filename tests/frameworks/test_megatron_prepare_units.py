@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mlrecipe_scripts.megatron.data import documents, fetch, indexed, ranks
+from mlrecipe_scripts.megatron.data import documents, fetch, indexed, markers, ranks
 
 zstandard = pytest.importorskip("zstandard")
 
@@ -117,3 +117,32 @@ def test_builtin_writer_format_read_back(tmp_path: Path, vocab: int, dtype: str)
     (tmp_path / "bad.idx").write_bytes(b"NOTANIDX" + bytes(40))
     with pytest.raises(ValueError, match="bad magic"):
         indexed.read_index(tmp_path / "bad.idx")
+
+
+def test_tokenizer_threads_share_the_nodes_cpus_between_its_ranks_and_workers() -> None:
+    assert ranks.tokenizer_threads({}, 1, 32) == {"RAYON_NUM_THREADS": "32"}
+    assert ranks.tokenizer_threads({"OMPI_COMM_WORLD_LOCAL_SIZE": "8"}, 1, 32) == {"RAYON_NUM_THREADS": "4"}
+    assert ranks.tokenizer_threads({"OMPI_COMM_WORLD_LOCAL_SIZE": "8"}, 3, 32) == {"TOKENIZERS_PARALLELISM": "false"}
+    assert ranks.tokenizer_threads({"OMPI_COMM_WORLD_LOCAL_SIZE": "2"}, 1, 2) == {"TOKENIZERS_PARALLELISM": "false"}
+    assert ranks.tokenizer_threads({"LOCAL_WORLD_SIZE": "4"}, 2, 16) == {"RAYON_NUM_THREADS": "2"}
+    for mine in ({"TOKENIZERS_PARALLELISM": "true"}, {"RAYON_NUM_THREADS": "3"}):
+        assert ranks.tokenizer_threads({**mine, "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}, 1, 32) == {}
+
+
+def test_rank_0_polls_for_reports_quickly_at_first_then_more_slowly(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        clock[0] += seconds
+        if clock[0] >= 30:
+            markers.report(tmp_path, 1, "run", "key", None, [1])
+
+    monkeypatch.setattr(markers.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(markers.time, "sleep", sleep)
+    found = markers.wait_for_ranks(tmp_path, 2, "run", "key", timeout=60)
+    assert found[1]["ok"] and 30 <= clock[0] < 30.6
+    assert naps[0] == pytest.approx(0.02) and max(naps[:20]) < 0.1
+    assert max(naps) == pytest.approx(0.5) and naps == sorted(naps)

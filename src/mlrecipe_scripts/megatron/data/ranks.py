@@ -15,6 +15,10 @@ from dataclasses import dataclass
 RANK_VARIABLES = (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("PMI_RANK", "PMI_SIZE"),
                   ("RANK", "WORLD_SIZE"))
 RUN_ID_VARIABLES = ("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+#: Ranks on this node: Open MPI, MPICH/Hydra, torchrun.
+LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE")
+#: Set by the user: the tokenizer's threads are theirs to choose.
+THREAD_VARIABLES = ("TOKENIZERS_PARALLELISM", "RAYON_NUM_THREADS", "RAYON_RS_NUM_CPUS")
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,15 @@ def split_contiguous(numbers: list[int], rank: int, size: int) -> list[int]:
 def shard_name(number: int) -> str:
     """The Pile's shard stem: two digits (``00`` ... ``29``), wider numbers as they are."""
     return f"{number:02d}"
+
+
+def tokenizer_threads(env: dict[str, str], workers: int, cpus: int) -> dict[str, str]:
+    """The env that gives each tokenizer process its share of this node's ``cpus``: ``tokenizers`` batch-encodes on
+    a thread pool as wide as the machine in every process, so 8 ranks x 3 workers on 32 CPUs would run 768 threads.
+    The share is ``cpus // (ranks on this node * workers)``: ``RAYON_NUM_THREADS`` when above 1, else
+    ``TOKENIZERS_PARALLELISM=false``; nothing when the user set either (or Rayon's older variable)."""
+    if any(name in env for name in THREAD_VARIABLES):
+        return {}
+    local = next((int(env[name]) for name in LOCAL_SIZE_VARIABLES if env.get(name, "").isdigit()), 1)
+    share = cpus // max(local * workers, 1)
+    return {"RAYON_NUM_THREADS": str(share)} if share > 1 else {"TOKENIZERS_PARALLELISM": "false"}

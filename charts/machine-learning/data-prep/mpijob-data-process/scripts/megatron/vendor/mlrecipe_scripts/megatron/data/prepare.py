@@ -14,6 +14,8 @@ Ranks: rank and size come from ``OMPI_COMM_WORLD_RANK``/``SIZE`` (then ``PMI_RAN
 ``WORLD_SIZE``; else 0 of 1). The sorted file numbers are split contiguously, as NeMo-Megatron-Launcher did: with
 ``q, r = divmod(n_files, size)`` rank ``k`` takes positions ``k*q + min(k, r)`` up to ``(k+1)*q + min(k+1, r)``
 (the first ``r`` ranks take one more; ranks beyond the number of files take none). 0-9 on 4 ranks: 0-2, 3-5, 6-7, 8-9.
+Each rank's tokenizer threads are its share of the node's CPUs (``ranks.tokenizer_threads``) unless
+``TOKENIZERS_PARALLELISM`` or ``RAYON_NUM_THREADS`` is set.
 
 Done means proven: every file gets a ``<file>.done`` marker (sizes, sha256, settings) written after it is in place;
 a re-run redoes only files without a valid marker. Rank 0 copies the tokenizer files into ``<data-dir>/tokenizer/``,
@@ -335,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     Path(args.data_dir).mkdir(parents=True, exist_ok=True)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    os.environ.update(ranks.tokenizer_threads(dict(os.environ), args.workers, cpus))
     return Preparation(args, stages, numbers, world).run()
 
 
