@@ -1,7 +1,8 @@
 """``compile kfp`` of a hybrid pipeline (steps on SageMaker): a SageMaker step's task runs ``mlrecipe install -b
 sagemaker`` with the pipeline's ``sagemaker_opts``; the training task's ``model_artifacts`` and ``job_name`` are
-typed KFP outputs that later tasks get as ``MLRECIPE_TRAIN_*``; credentials never enter the compiled file; and the
-compiled pipeline runs under kfp.local with SageMaker's local mode (the endpoint deleted by ``mlrecipe uninstall``)."""
+typed KFP outputs that later tasks get as ``MLRECIPE_TRAIN_*``, the endpoint task's ``url`` reaches the client task as
+``MLRECIPE_ENDPOINT_URL``; credentials never enter the compiled file; and the compiled pipeline runs under kfp.local
+with SageMaker's local mode (the endpoint deleted by ``mlrecipe uninstall``, from a home without its state too)."""
 
 from __future__ import annotations
 
@@ -62,10 +63,18 @@ def test_sagemaker_tasks_have_their_backend_typed_outputs_and_stable_names(mlhom
         assert inputs[name]["backend"] == {"componentInputParameter": "backend"}
         assert inputs[name]["backend_opts"] == {"componentInputParameter": "backend_opts"}
     outputs = spec["components"]["comp-train"]["outputDefinitions"]["parameters"]
-    assert outputs == {"model_artifacts": {"parameterType": "STRING"}, "job_name": {"parameterType": "STRING"}}
+    assert outputs == {key: {"parameterType": "STRING"} for key in ("model_artifacts", "job_name", "endpoint_name",
+                                                                     "url")}
+    assert inputs["train"]["outputs"]["runtimeValue"]["constant"] == ["model_artifacts", "job_name"]
+    assert inputs["endpoint"]["outputs"]["runtimeValue"]["constant"] == ["endpoint_name", "url"]
     for key in ("model_artifacts", "job_name"):
         assert inputs["endpoint"][key] == {"taskOutputParameter": {"outputParameterKey": key, "producerTask": "train"}}
-    assert inputs["endpoint"]["inputs_from"]["runtimeValue"]["constant"] == "train"
+    assert inputs["endpoint"]["inputs_from"]["runtimeValue"]["constant"] == {"model_artifacts": "train",
+                                                                             "job_name": "train"}
+    # the client task gets the endpoint's URL (its args read $MLRECIPE_ENDPOINT_URL) as a typed input
+    assert inputs["client"]["url"] == {"taskOutputParameter": {"outputParameterKey": "url", "producerTask": "endpoint"}}
+    assert inputs["client"]["inputs_from"]["runtimeValue"]["constant"] == {"url": "endpoint"}
+    assert inputs["client"]["model_artifacts"]["runtimeValue"]["constant"] == ""
     # A retried task plans the same job: release and namespace are constants, nothing of the run or the attempt
     for task in inputs.values():
         assert task["release"]["runtimeValue"]["constant"] == "sagemaker-hybrid"
@@ -127,15 +136,22 @@ def test_hybrid_pipeline_runs_under_kfp_local_in_sagemaker_local_mode(mlhome: Pa
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as answer:
             assert json.loads(answer.read()) == {"predictions": [3, 6]}
+        # the client task got the endpoint task's typed output url as $MLRECIPE_ENDPOINT_URL, and it answered
+        assert (out / "client-url").read_text() == url
+        assert json.loads((out / "client-answer.json").read_text()) == {"predictions": [3, 6]}
         # A retried task is a new pod (no mlrecipe state of its own): its train step adopts the job, never a second
         again = _run(pod_home, compiled, out, sagemaker)
         assert again.returncode == 0, _plain(again)[-6000:]
         assert re.search(rf"training job {job} completed;[^)]*adopted: an earlier run", _plain(again))
         assert (out / "job_name").read_text() == job
         assert [p.name for p in (sagemaker / "training-jobs").iterdir() if not p.name.startswith(".")] == [job]
-    finally:
+    finally:  # first from a machine without the release's state: found by its tags; then each pod's state
+        fresh = subprocess.run([*uninstall, "-B", "mode=local"], env=cli_env(tmp_path / "fresh-home"),
+                               capture_output=True, text=True, timeout=120, check=False)
         done = [subprocess.run(uninstall, env=cli_env(home), capture_output=True, text=True, timeout=120, check=False)
                 for home in (mlhome, pod_home) if home.exists()]
+    assert fresh.returncode == 0, fresh.stderr
+    assert re.search(r"sagemaker: deleted endpoint, endpoint config, model kfp-hybrid-endpoint-", fresh.stdout)
     assert all(d.returncode == 0 for d in done), [d.stderr for d in done]
     assert url
     with pytest.raises(urllib.error.URLError):  # no endpoint server outlives the uninstall

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -85,9 +86,28 @@ def test_sagemaker_steps_keep_their_backend_and_pass_typed_outputs() -> None:
     plan = plan_pipeline(load_pipeline(PIPELINES.parents[2] / "examples" / "sagemaker-hybrid" / "pipeline.yaml", []))
     tasks = {t.name: t for t in plan.tasks}
     assert [tasks[n].backend for n in tasks] == [None, "sagemaker", "sagemaker", None]
-    assert tasks["train"].outputs == ("model_artifacts", "job_name") and tasks["endpoint"].outputs == ()
-    assert tasks["endpoint"].inputs_from == "train"  # its recipe's sagemaker.model_from
-    assert tasks["data"].inputs_from is None and not tasks["data"].typed and not tasks["client"].typed
+    assert tasks["train"].outputs == ("model_artifacts", "job_name")
+    assert tasks["endpoint"].outputs == ("endpoint_name", "url")
+    # the endpoint's recipe names sagemaker.model_from; the client's args read $MLRECIPE_ENDPOINT_URL
+    assert tasks["endpoint"].inputs == (("model_artifacts", "train"), ("job_name", "train"))
+    assert tasks["client"].inputs == (("url", "endpoint"),) and tasks["client"].typed
+    assert tasks["data"].inputs == () and not tasks["data"].typed
+
+
+def test_a_task_reads_typed_outputs_of_several_tasks(tmp_path: Path) -> None:
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(textwrap.dedent("""
+        release: r
+        steps:
+          - {name: train, chart: training/pytorchjob-distributed, backend: sagemaker,
+             values: {image: i, pvc: [], train: {command: [python3, t.py]}}}
+          - {name: serve, chart: serving/sagemaker-endpoint, backend: sagemaker,
+             values: {image: i, sagemaker: {model_from: train}}}
+          - {name: use, chart: data-prep/data-process,
+             values: {pvc: [], process: {command: [sh, -c, 'echo $MLRECIPE_SERVE_URL $MLRECIPE_TRAIN_JOB_NAME']}}}
+        """))
+    tasks = {t.name: t for t in plan_pipeline(load_pipeline(pipeline)).tasks}
+    assert tasks["use"].inputs == (("job_name", "train"), ("url", "serve"))
 
 
 def test_typed_inputs_become_the_step_variables_and_the_endpoint_model_data() -> None:

@@ -42,6 +42,7 @@ def test_create_describe_and_delete_the_three(tmp_path: Path, mlhome: Path, moto
     outcome = running.wait(0.01)
     assert outcome.state is StepState.SERVING
     assert outcome.url == f"https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/{plan.endpoint_name}"
+    assert outcome.outputs == {"endpoint_name": plan.endpoint_name}  # later steps: MLRECIPE_<STEP>_ENDPOINT_NAME
 
     sm = moto_server.client("sagemaker")
     name = plan.endpoint_name

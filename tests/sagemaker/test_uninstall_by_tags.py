@@ -171,3 +171,15 @@ def test_local_mode_finds_a_model_and_config_left_without_their_endpoint(tmp_pat
     assert [c["EndpointConfigName"] for c in client.list_endpoint_configs()["EndpointConfigs"]] == [
         "cnn-x-endpoint-0a1b2c3d"]
     assert tagged.remove_release(client, "cnn", "default") == []
+
+
+@pytest.mark.integration
+def test_no_region_is_an_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    result = cli(home, "uninstall", "sagemaker://default/hyb", timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "no SageMaker client" in result.stderr and "Traceback" not in result.stderr

@@ -13,7 +13,7 @@ from typing import Any
 
 from mlrecipe import __version__
 from mlrecipe.kfp.component import make_component
-from mlrecipe.kfp.tasks import PipelinePlan
+from mlrecipe.kfp.tasks import TYPED_OUTPUTS, PipelinePlan
 
 #: The image of every task: mlrecipe[kfp,kubernetes] installed (the package carries the charts).
 DEFAULT_IMAGE = f"mlrecipe:{__version__}"
@@ -34,10 +34,10 @@ def build_pipeline(plan: PipelinePlan, image: str = DEFAULT_IMAGE, sagemaker_def
                     "values": step.values_json, "secret_env": list(step.secret_env), "backend": backend,
                     "backend_opts": backend_opts, **own}
             if step.typed:
-                source = tasks[step.inputs_from].outputs if step.inputs_from else None
-                args.update(inputs_from=step.inputs_from or "", outputs=list(step.outputs),
-                            model_artifacts=source["model_artifacts"] if source else "",
-                            job_name=source["job_name"] if source else "")
+                sources = dict(step.inputs)
+                args.update(inputs_from=sources, outputs=list(step.outputs),
+                            **{name: tasks[sources[name]].outputs[name] if name in sources else ""
+                               for name in TYPED_OUTPUTS})
             task = component(**args)
             if step.depends_on:
                 task.after(*(tasks[name] for name in step.depends_on))

@@ -32,21 +32,24 @@ def mlrecipe_typed_step(
     secret_env: list,
     backend: str,
     backend_opts: str,
-    inputs_from: str,
+    inputs_from: dict,
     model_artifacts: str,
     job_name: str,
+    endpoint_name: str,
+    url: str,
     outputs: list,
-) -> NamedTuple("Outputs", [("model_artifacts", str), ("job_name", str)]):
-    """Run one step of an mlrecipe pipeline whose task has typed inputs (``inputs_from``'s ``model_artifacts``
-    and ``job_name``) or outputs (its recorded ``model_artifacts`` and ``job_name``)."""
+) -> NamedTuple("Outputs", [("model_artifacts", str), ("job_name", str), ("endpoint_name", str), ("url", str)]):
+    """Run one step of an mlrecipe pipeline whose task has typed inputs (``inputs_from``: input name -> the task
+    that gave it) or outputs (those of ``outputs`` its step recorded; ``""`` for the others)."""
     from collections import namedtuple
 
     from mlrecipe.kfp.step import run_typed_step
 
-    got = dict(zip(outputs, run_typed_step(release, namespace, chart, values, secret_env, backend, backend_opts,
-                                           inputs_from, model_artifacts, job_name, outputs), strict=True))
-    return namedtuple("Outputs", ["model_artifacts", "job_name"])(got.get("model_artifacts", ""),
-                                                                   got.get("job_name", ""))
+    received = {"model_artifacts": model_artifacts, "job_name": job_name, "endpoint_name": endpoint_name, "url": url}
+    got = run_typed_step(release, namespace, chart, values, secret_env, backend, backend_opts, inputs_from, received,
+                         outputs)
+    names = ["model_artifacts", "job_name", "endpoint_name", "url"]
+    return namedtuple("Outputs", names)(*(got.get(name, "") for name in names))
 
 
 def make_component(image: str, name: str, typed: bool = False) -> Any:

@@ -2,9 +2,10 @@
 
 The compiled pipeline holds the step's values without credential values; they come back here from the task's
 environment (the pipeline's Secret, mounted as env by kfp-kubernetes), and only into a private temporary file.
-A task with typed inputs gives them to ``mlrecipe install`` as ``MLRECIPE_<STEP>_<NAME>`` (and an endpoint's
-``sagemaker.model_from`` as its ``model_data``); a task with typed outputs reads them from the release's record
-(``mlrecipe status -o json``) after the install.
+A task with typed inputs gives them to ``mlrecipe install`` as ``MLRECIPE_<STEP>_<NAME>`` (an endpoint's URL as
+``MLRECIPE_<STEP>_URL``, and an endpoint's ``sagemaker.model_from`` as its ``model_data``); a task with typed outputs
+reads them from the release's record (``mlrecipe status -o json``: the step's outputs, a serving step's URL) after the
+install.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def with_model_data(values: dict[str, Any], source: str, model_artifacts: str) -
 
 
 def recorded_outputs(release: str, namespace: str, backend: str, step: str) -> dict[str, str]:
-    """The typed outputs ``step`` recorded in its release (``mlrecipe status -o json``); empty when none."""
+    """The typed outputs ``step`` recorded in its release (``mlrecipe status -o json``), a serving step's ``url``
+    among them; empty when none."""
     argv = [sys.executable, "-m", "mlrecipe", "status", release, "--namespace", namespace, "--backend", backend,
             "-o", "json"]
     result = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -78,29 +80,30 @@ def recorded_outputs(release: str, namespace: str, backend: str, step: str) -> d
     for release_doc in json.loads(result.stdout):  # one entry per release of that name
         for entry in release_doc.get("steps", []):
             if entry.get("name") == step:
-                return {str(k): str(v) for k, v in (entry.get("outputs") or {}).items()}
+                url = {"url": entry["url"]} if entry.get("url") else {}
+                return {**{str(k): str(v) for k, v in (entry.get("outputs") or {}).items()}, **url}
     return {}
 
 
 def run_typed_step(release: str, namespace: str, chart: str, values_json: str, secret_env: Sequence[str],
-                   backend: str, backend_opts: str, inputs_from: str, model_artifacts: str, job_name: str,
-                   outputs: Sequence[str]) -> tuple[str, ...]:
-    """Run one step whose task has typed inputs (the outputs of task ``inputs_from``) or outputs; return the
-    values of ``outputs`` that the step recorded (``""`` for each it did not record)."""
-    env = {}
+                   backend: str, backend_opts: str, inputs_from: Mapping[str, str], received: Mapping[str, str],
+                   outputs: Sequence[str]) -> dict[str, str]:
+    """Run one step whose task has typed inputs (``inputs_from``: input name -> the task that gave it; the values in
+    ``received``) or outputs; return the values of ``outputs`` that the step recorded."""
+    env: dict[str, str] = {}
     values = json.loads(values_json)
-    if inputs_from:
-        received = {"model_artifacts": model_artifacts, "job_name": job_name}
-        env = inputs_env(inputs_from, received)
-        values = with_model_data(values, inputs_from, model_artifacts)
+    for name, source in inputs_from.items():
+        env.update(inputs_env(source, {name: received.get(name, "")}))
+        if name == "model_artifacts":
+            values = with_model_data(values, source, received.get(name, ""))
     run_step(release, namespace, chart, json.dumps(values), secret_env, backend, backend_opts, env)
     if not outputs:
-        return ()
+        return {}
     recorded = recorded_outputs(release, namespace, backend, values.get("step_name", chart))
     missing = [name for name in outputs if not recorded.get(name)]
     if missing:
         raise BackendError(f"step {values.get('step_name', chart)} succeeded but recorded no {', '.join(missing)}")
-    return tuple(recorded[name] for name in outputs)
+    return {name: recorded[name] for name in outputs}
 
 
 def run_step(release: str, namespace: str, chart: str, values_json: str, secret_env: Sequence[str],

@@ -8,9 +8,10 @@ its manifests: the entry keeps its name, and the task takes the value from one S
 
 A step with its own backend (``backend: sagemaker``) runs ``mlrecipe install -b <backend>`` with the pipeline's
 ``<backend>_opts`` parameter. A SageMaker training step's task has the typed outputs ``model_artifacts`` and
-``job_name``; a later task that reads them (its recipe's ``sagemaker.model_from`` or a ``$MLRECIPE_<STEP>_...``
-variable) takes them as inputs, which its ``mlrecipe install`` gets as ``MLRECIPE_<STEP>_MODEL_ARTIFACTS`` and
-``MLRECIPE_<STEP>_JOB_NAME``. Release and namespace are constants of the compiled file, never of the run or the
+``job_name``, an endpoint step's ``endpoint_name`` and ``url``; a later task that reads them (its recipe's
+``sagemaker.model_from`` or a ``$MLRECIPE_<STEP>_<NAME>`` variable) takes them as inputs, which its ``mlrecipe
+install`` gets as ``MLRECIPE_<STEP>_<NAME>`` (an endpoint's URL: ``MLRECIPE_<STEP>_URL``, as ``mlrecipe run`` gives
+a serving step's URL). Release and namespace are constants of the compiled file, never of the run or the
 attempt: a retried task plans the same job names and tags, so the backend adopts the job an earlier attempt made.
 """
 
@@ -47,13 +48,14 @@ class StepTask:
     retries: int  #: the recipe's backoff_limit
     volumes: tuple[Volume, ...]
     backend: str | None = None  #: the step's own backend (None: the pipeline's ``backend`` parameter)
-    outputs: tuple[str, ...] = ()  #: typed outputs of the task (a SageMaker training step's)
-    inputs_from: str | None = None  #: the earlier task whose typed outputs this task reads
+    outputs: tuple[str, ...] = ()  #: typed outputs of the task (a SageMaker training or endpoint step's)
+    #: the typed inputs of the task: output name -> the earlier task that gives it
+    inputs: tuple[tuple[str, str], ...] = ()
 
     @property
     def typed(self) -> bool:
         """Whether the task has typed outputs or inputs (it runs the typed component)."""
-        return bool(self.outputs or self.inputs_from)
+        return bool(self.outputs or self.inputs)
 
     @property
     def values_json(self) -> str:
@@ -95,6 +97,10 @@ def _env_issue(step: StepSpec, name: str, message: str) -> SpecIssue:
 
 #: The typed outputs of a SageMaker training step (its ``model_artifacts`` URI and its job's name).
 TRAINING_OUTPUTS = ("model_artifacts", "job_name")
+#: The typed outputs of a SageMaker endpoint step (its name and its URL).
+ENDPOINT_OUTPUTS = ("endpoint_name", "url")
+#: Every typed output a task may have: the typed component's outputs, in order.
+TYPED_OUTPUTS = TRAINING_OUTPUTS + ENDPOINT_OUTPUTS
 ENDPOINT_CHART = "serving/sagemaker-endpoint"
 
 
@@ -103,14 +109,30 @@ def outputs_prefix(step: str) -> str:
     return "MLRECIPE_" + re.sub(r"[^A-Za-z0-9]", "_", step).upper() + "_"
 
 
-def _reads_outputs(step: StepSpec, values: dict[str, Any], source: str) -> bool:
+def _outputs_of(step: StepSpec) -> tuple[str, ...]:
+    if step.backend != "sagemaker":
+        return ()
+    return ENDPOINT_OUTPUTS if step.chart.name == ENDPOINT_CHART else TRAINING_OUTPUTS
+
+
+def _inputs(step: StepSpec, values: dict[str, Any], producers: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """The typed outputs of earlier tasks that ``step`` reads (name -> task): those its ``sagemaker.model_from``
+    names, and each ``$MLRECIPE_<TASK>_<NAME>`` in its values (all of a task's when only the prefix shows); a name
+    two tasks give comes from the later one."""
+    text = json.dumps(values)
     block = step.recipe.sagemaker
-    if block is not None and block.model_from == source:
-        return True
-    return outputs_prefix(source) in json.dumps(values)
+    out: dict[str, str] = {}
+    for source, outputs in producers.items():
+        prefix = outputs_prefix(source)
+        named = [name for name in outputs if prefix + name.upper() in text]
+        if block is not None and block.model_from == source:
+            named += [name for name in TRAINING_OUTPUTS if name in outputs]
+        out.update(dict.fromkeys(named or (outputs if prefix in text else ()), source))
+    return out
 
 
-def _task(step: StepSpec, depends_on: frozenset[str], producers: list[str]) -> tuple[StepTask, dict[str, str]]:
+def _task(step: StepSpec, depends_on: frozenset[str],
+          producers: dict[str, tuple[str, ...]]) -> tuple[StepTask, dict[str, str]]:
     try:
         values, _ = lift_ray_env_vars(step.chart_values(), step.chart.block)
         values, credentials = split_values(values)
@@ -125,8 +147,8 @@ def _task(step: StepSpec, depends_on: frozenset[str], producers: list[str]) -> t
         retries=step.recipe.backoff_limit or 0,
         volumes=tuple(Volume(p.name, p.mount_path) for p in step.recipe.pvc),
         backend=step.backend,
-        outputs=TRAINING_OUTPUTS if step.backend == "sagemaker" and step.chart.name != ENDPOINT_CHART else (),
-        inputs_from=next((name for name in reversed(producers) if _reads_outputs(step, values, name)), None),
+        outputs=_outputs_of(step),
+        inputs=tuple(sorted(_inputs(step, values, producers).items(), key=lambda i: TYPED_OUTPUTS.index(i[0]))),
     )
     return task, credentials
 
@@ -141,11 +163,11 @@ def plan_pipeline(spec: ReleaseSpec) -> PipelinePlan:
     tasks: list[StepTask] = []
     seen: dict[str, tuple[str, str]] = {}
     issues: list[SpecIssue] = []
-    producers: list[str] = []
+    producers: dict[str, tuple[str, ...]] = {}
     for step in spec.steps:
         task, credentials = _task(step, deps[step.name], producers)
         if task.outputs:
-            producers.append(step.name)
+            producers[step.name] = task.outputs
         for name, value in credentials.items():
             first = seen.setdefault(name, (step.name, value))
             if first[1] != value:

@@ -288,6 +288,7 @@ class ReleaseRunner:
         url = self._live_server(step, record)
         if url is not None:
             env[url_var(step.name)] = url
+            env.update(outputs_env(step.name, record.steps[step.name].outputs))
             self.display.step_skipped(step.name, f"still serving at {url}; --force restarts it")
             return True
         prev = record.steps.get(step.name)

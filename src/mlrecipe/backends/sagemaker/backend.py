@@ -289,8 +289,14 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease,
                        handle: dict[str, Any] | None = None) -> list[str]:
         """Stop the release's running training jobs and delete its endpoints, configs and models, found by their
         tags (:mod:`.tagged`) where ``handle`` (or else the options) says the API is."""
+        from botocore.exceptions import BotoCoreError
+
         where = self.load_handle(handle) if handle is not None else None
-        return tagged.remove_release(self._client("sagemaker", where), release, namespace)
+        try:
+            client = self._client("sagemaker", where)
+        except BotoCoreError as exc:  # no region, a bad endpoint URL: before any call
+            raise BackendError(f"no SageMaker client: {exc}") from exc
+        return tagged.remove_release(client, release, namespace)
 
     def handle_alive(self, handle: SageMakerHandle) -> bool:
         client = self._client("sagemaker", handle)

@@ -41,6 +41,8 @@ OPERATIONS = {"create_model": "CreateModel", "create_endpoint_config": "CreateEn
 #: EndpointStatus values that mean the endpoint is on its way or up (adopted by a re-run); the rest end the step.
 LIVE = frozenset({"Creating", "Updating", "SystemUpdating", "InService"})
 DEFAULT_ENDPOINT_INSTANCE = "ml.m5.large"
+#: The typed output of a serving endpoint step (its URL goes to later steps as ``MLRECIPE_<STEP>_URL``).
+OUTPUT_ENDPOINT_NAME = "endpoint_name"
 VARIANT = "AllTraffic"
 
 
@@ -254,6 +256,14 @@ class EndpointRunningStep(RunningStep[SageMakerHandle]):
                 region = self.handle.region or getattr(getattr(self.client, "meta", None), "region_name", None)
                 self._url = invoke_url(region, name)
         return self._url
+
+    def settled(self) -> StepOutcome | None:
+        """As :meth:`RunningStep.settled`; once serving, the typed output ``endpoint_name`` (later steps:
+        ``MLRECIPE_<STEP>_ENDPOINT_NAME``, beside the URL's ``MLRECIPE_<STEP>_URL``)."""
+        outcome = super().settled()
+        if outcome is not None and outcome.state is StepState.SERVING:
+            outcome.outputs = {OUTPUT_ENDPOINT_NAME: self.handle.endpoint_name or ""}
+        return outcome
 
     def progress_note(self) -> str:
         return f"endpoint {self.endpoint.get('EndpointStatus')}" if self.endpoint else ""
