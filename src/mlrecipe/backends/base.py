@@ -202,6 +202,23 @@ def sleep_until_readable(fds: list[int], timeout: float) -> None:
     poller.poll(timeout * 1000)
 
 
+class PollClock:
+    """When a :class:`RunningStep` asks its backend again: at once the first time, then at most once per ``period``
+    seconds, however often the runner calls ``poll``."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self._next = 0.0
+
+    def due(self) -> bool:
+        """True when a look is due (the next one then waits a period)."""
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.period
+        return True
+
+
 class QueuesAhead:
     """Capability of a backend that submits the steps after the one being submitted at once, each waiting for the
     one before (Slurm's chain mode). The runner fills ``ReleaseContext.upcoming`` only for such a backend (checked
@@ -268,6 +285,12 @@ class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
     def server_health(self, handle: HandleT) -> str | None:
         """Why the server of the serving step described by ``handle`` is unhealthy right now (its health URL did not
         answer 2xx), or ``None`` when it is healthy or this backend cannot tell. Asked only while ``handle_alive``."""
+        return None
+
+    def live_note(self, handle: HandleT) -> str | None:
+        """What the backend says about the running step of ``handle`` right now (e.g. SageMaker's secondary status
+        and billable seconds), for ``status`` from another process; ``None``: nothing beyond the record. Raises
+        :class:`~mlrecipe.errors.BackendError` when it cannot be asked (``status`` then says so beside the record)."""
         return None
 
     def load_handle(self, data: dict[str, Any]) -> HandleT:

@@ -172,14 +172,47 @@ def _live_progress(record: ReleaseRecord, backends: StepBackends) -> None:
             step.progress = progress.to_json()
 
 
+@dataclass(frozen=True)
+class LiveNote:
+    """What a running step's backend says about it now (``note``), or why it could not be asked (``error``: the
+    recorded state is shown)."""
+
+    note: str | None = None
+    error: str | None = None
+
+    def __str__(self) -> str:
+        return self.note or f"live status unavailable ({self.error}); showing the recorded state"
+
+
+def _live_notes(record: ReleaseRecord, backends: StepBackends) -> dict[str, LiveNote]:
+    """For each running step of ``record`` with a handle: what its backend says about it now (``live_note``)."""
+    from mlrecipe.backends.base import StepState
+
+    out = {}
+    for s in record.steps.values():
+        if s.state is not StepState.RUNNING or not s.handle:
+            continue
+        try:
+            impl = backends.named(record.backend_of(s))
+            note = impl.live_note(impl.load_handle(s.handle))
+        except MlrecipeError as exc:
+            out[s.name] = LiveNote(error=str(exc))
+            continue
+        if note:
+            out[s.name] = LiveNote(note)
+    return out
+
+
 def status(release: str | None, namespace: str | None, backend: str | None, out: str,
            opts: list[str]) -> ExitCode:
-    """Show one release in detail (asking the backend whether its servers are up), or all in a table."""
+    """Show one release in detail (asking the backend whether its servers are up and what its running steps do
+    now), or all in a table."""
     from mlrecipe.cli.execute import record_backends, summary
     from mlrecipe.runner.state import find_records, scan_records
 
     corrupt: list[tuple[Path, CorruptStateError]] = []
     checks: dict[tuple[str, str, str], dict[str, ServerCheck]] = {}
+    notes: dict[tuple[str, str, str], dict[str, LiveNote]] = {}
     try:
         if release is None:
             records, corrupt = scan_records()
@@ -191,6 +224,7 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             for r in records:  # one backend per release answers both questions
                 backends = record_backends(r, opts)
                 checks[(r.backend, r.namespace, r.release)] = _server_checks(r, backends)
+                notes[(r.backend, r.namespace, r.release)] = _live_notes(r, backends)
                 _live_progress(r, backends)
     except MlrecipeError as exc:
         return print_error(exc)
@@ -204,6 +238,9 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
                     step["server"] = check.word
                     if check.reason:
                         step["server_reason"] = check.reason
+                told = notes.get((r.backend, r.namespace, r.release), {}).get(step["name"])
+                if told is not None:
+                    step.update({"live": told.note} if told.note else {"live_error": told.error})
             docs.append(doc)
         docs += [{"address": _corrupt_address(path), "state": "corrupt", "error": str(exc)} for path, exc in corrupt]
         emit_json(docs)
@@ -218,6 +255,7 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
         if release is None:
             continue
         live = checks.get((r.backend, r.namespace, r.release), {})
+        now = notes.get((r.backend, r.namespace, r.release), {})
         for name in r.order:
             s = r.steps.get(name)
             needs = f"  needs {', '.join(r.needs[name])}" if r.needs.get(name) else ""
@@ -228,8 +266,9 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             url = f"  {s.url}" if s.url else ""
             server = f"  [server {live[name]}]" if name in live else ""
             progress = f"  [{Progress(**s.progress)}]" if s.progress else ""
+            note = f"  [{now[name]}]" if name in now else ""
             print(f"  {name:<20} {r.step_state(s).value:<12} {r.backend_of(s):<10} {s.chart}{needs}{url}{server}"
-                  f"{progress}{extra}")
+                  f"{progress}{note}{extra}")
     return ExitCode.OK
 
 
