@@ -82,6 +82,23 @@ def test_sagemaker_tasks_have_their_backend_typed_outputs_and_stable_names(mlhom
     assert "{{$" not in json.dumps(inputs) and "PIPELINE_JOB" not in json.dumps(inputs).upper()
 
 
+def test_aws_credentials_of_the_compiling_shell_never_reach_the_file(mlhome: Path, tmp_path: Path) -> None:
+    """IRSA only: the keys of whoever compiles stay out, and so does a service account (KFP v2 sets one per run;
+    kfp-kubernetes 2.17 has no per-task one)."""
+    keys = {"AWS_ACCESS_KEY_ID": "AKIAQWERTYUIOPASDFGH", "AWS_SESSION_TOKEN": "IQoJb3JpZ2luX2VjEXAMPLETOKEN",
+            "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMIK7MDENGbPxRfiCYzzzzSECRET"}
+    out = tmp_path / "hybrid-kfp.yaml"
+    result = compile_kfp(mlhome, HYBRID, out, *AWS_OPTS, env=keys)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text(encoding="utf-8")
+    assert not any(value in text for value in keys.values())
+    assert "AWS_" not in text and "aws_access_key" not in text.lower()
+    assert "serviceAccount" not in text and "service_account" not in text
+    platform = list(yaml.safe_load_all(text))[1:]
+    executors = [e for doc in platform for e in doc["platforms"]["kubernetes"]["deploymentSpec"]["executors"].values()]
+    assert all("secretAsEnv" not in e for e in executors)  # the hybrid example has no credentials at all
+
+
 @pytest.mark.parametrize(("extra", "says"), [
     (["-B", "sagemaker.aws_secret_access_key=abc123"], "-B sagemaker.aws_secret_access_key=abc123: a credential"),
     (["-B", "sagemaker.endpoint_url=https://AKIAABCDEFGHIJKLMNOP@x"], "a credential is never written"),

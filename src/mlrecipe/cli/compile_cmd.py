@@ -103,7 +103,8 @@ def _compile(pipeline: Path, output: Path, image: str | None, sets: list[str], s
     if sagemaker:
         print(f"SageMaker steps ({', '.join(sagemaker)}) run mlrecipe install -b sagemaker with the parameter "
               f"sagemaker_opts (default '{default}'); their AWS credentials come from the run's service account "
-              "(IRSA: annotate it with eks.amazonaws.com/role-arn; start the run with that service account)")
+              "(IRSA: annotate it with eks.amazonaws.com/role-arn; start the run with that service account; KFP v2 "
+              "sets one per run, not per task, so every task of the run may assume that role)")
     if plan.secret_keys:
         literals = " ".join(f"--from-literal={key}=..." for key in plan.secret_keys)
         print(f"credentials are not in it: before a run, create Secret {plan.secret_name} in the run's namespace:\n"
