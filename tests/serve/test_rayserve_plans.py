@@ -34,3 +34,23 @@ def test_host_plans_bind_the_chart_script(backend: str, framework: str, mlhome: 
     assert "/etc/engine-config" in plan and "mlrecipe.serve.rayserve" in plan
     assert "import_path: openai_api:deployment" in plan and "PYTHONPATH: /etc/framework-scripts" in plan
     assert not (mlhome / "releases").exists(), "materializing a plan writes nothing"
+
+
+@pytest.mark.parametrize(("applications", "health"), [
+    ("[{name: tiny, import_path: 'openai_api:deployment'}]", "/health"),
+    ("[{name: a, import_path: 'mine:app'}, {name: b, route_prefix: /llm/, import_path: 'openai_api:deployment'}]",
+     "/llm/health"),
+    ("[{name: mine, import_path: 'mine:app'}]", "/-/healthz"),
+])
+def test_the_server_is_healthy_while_the_openai_application_is(applications: str, health: str, mlhome: Path,
+                                                                tmp_path: Path) -> None:
+    """The chart's OpenAI application answers 503 on its own /health as soon as its engine died; Serve's proxy
+    answers /-/healthz for ~30 s more. Other applications have only the proxy's check."""
+    recipe = tmp_path / "rayserve.yaml"
+    recipe.write_text("image: python:3.11\nray:\n  serve_config_v2:\n    serveConfigV2: |\n"
+                      f"      applications: {applications}\n")
+    inputs = {"kind": "install", "release": "rs", "chart": "serving/rayserve", "files": [str(recipe)], "sets": [],
+              "namespace": "default"}
+    plan = ReleaseRunner(spec_from_inputs(inputs), get_backend("local", {"server_port": 18123}), inputs,
+                         QuietDisplay()).materialize()
+    assert f"ready when GET http://127.0.0.1:18123{health} answers 2xx" in plan, plan

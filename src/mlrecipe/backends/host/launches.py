@@ -22,7 +22,8 @@ LAUNCHES = {"ray-serve": "mlrecipe.backends.host.rayserve", "ray-job": "mlrecipe
 @dataclass
 class HostLaunch:
     """Files to write (path -> text), their bind mounts, the step program's command and args (empty: the recipe's),
-    a wrapper (an argv prefix, its program found on the step's PATH) that runs the step runtime, and notes."""
+    a wrapper (an argv prefix, its program found on the step's PATH) that runs the step runtime, notes, and for a
+    server the path that answers 2xx while it serves, where the chart's default does not say that of this recipe."""
 
     files: dict[Path, str] = field(default_factory=dict)
     mounts: list[Mount] = field(default_factory=list)
@@ -30,6 +31,7 @@ class HostLaunch:
     args: list[str] = field(default_factory=list)
     wrapper: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    health_path: str | None = None
 
 
 def _module(step: StepSpec) -> ModuleType | None:

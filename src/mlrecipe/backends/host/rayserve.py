@@ -4,6 +4,11 @@ On a cluster KubeRay deploys ``ray.serve_config_v2`` and the chart mounts ``engi
 ``/etc/engine-config/engine-config.json`` and ``engine.code`` under ``/etc/engine-code``. Here the same
 files are written into the step directory and bind-mounted at those paths, and the step's command is
 ``python3 -m mlrecipe.serve.rayserve`` (:mod:`mlrecipe.serve.rayserve`), so a recipe runs unchanged.
+
+The server is healthy while the chart's OpenAI application answers its own ``/health`` (503 at once when its vLLM
+engine died, :mod:`mlrecipe.serve.ray_openai`), not merely while Serve's proxy answers ``/-/healthz``: Serve itself
+takes about 30 s of failed replica health checks to mark the application unhealthy. A config without that
+application keeps the proxy's check.
 """
 
 from __future__ import annotations
@@ -25,11 +30,21 @@ ENGINE_CODE_DIR = "/etc/engine-code"
 COMMAND = ["python3", "-m", "mlrecipe.serve.rayserve"]
 #: What the chart puts under the recipe's ``engine.config`` (the reference chart's defaults).
 ENGINE_DEFAULTS = {"disable_log_stats": True, "enable_log_requests": False}
+OPENAI_APP = "openai_api:deployment"  #: the chart's vLLM OpenAI application (:mod:`mlrecipe.serve.ray_openai`)
 
 
 def serve_config(ray: Mapping[str, Any]) -> Any:
     """``ray.serve_config_v2`` as data, whatever form the recipe gives it in."""
     return serve_config_data(ray.get("serve_config_v2"))
+
+
+def app_health_path(config: Any) -> str | None:
+    """``/health`` under the route prefix of the config's first chart OpenAI application, if it has one."""
+    apps = config.get("applications") if isinstance(config, dict) else None
+    for app in apps if isinstance(apps, list) else []:
+        if isinstance(app, dict) and app.get("import_path") == OPENAI_APP:
+            return str(app.get("route_prefix") or "/").rstrip("/") + "/health"
+    return None
 
 
 def problems(step: StepSpec) -> list[str]:
@@ -47,7 +62,9 @@ def launch(step: StepSpec, step_dir: Path) -> HostLaunch:
     launch.notes.append(f"step {step.name} runs Ray Serve on this machine (python -m mlrecipe.serve.rayserve); "
                         f"engine config and code are mounted at {ENGINE_CONFIG_DIR}, {ENGINE_CODE_DIR}")
     config_path = step_dir / "ray" / "serve-config.yaml"
-    launch.files[config_path] = yaml.safe_dump(serve_config(step.recipe.ray or {}), sort_keys=False)
+    config = serve_config(step.recipe.ray or {})
+    launch.files[config_path] = yaml.safe_dump(config, sort_keys=False)
+    launch.health_path = app_health_path(config)
     launch.args = ["--serve-config", str(config_path)]
     if engine.get("config"):
         source = step_dir / "engine-config"

@@ -83,7 +83,8 @@ class HostStepRequest:
             wrapper=tuple(launch.wrapper) if launch else (),
             volume_env=volume_env, recipe_env=recipe_env(step, ctx), contract_env=contract_env(step, ctx),
             notes=tuple(notes), launch_notes=tuple(launch.notes) if launch else (),
-            readiness=readiness(step) if server else None, fixed_port=fixed_probe_port(step) if server else None,
+            readiness=readiness(step, launch.health_path if launch else None) if server else None,
+            fixed_port=fixed_probe_port(step) if server else None,
         )
 
     @property

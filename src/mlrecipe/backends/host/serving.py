@@ -35,12 +35,13 @@ class Readiness:
         return base_url + (self.path if self.path.startswith("/") else "/" + self.path)
 
 
-def readiness(step: StepSpec) -> Readiness:
-    """The readiness settings of a serving step, from its probes (Kubernetes semantics)."""
+def readiness(step: StepSpec, health_path: str | None = None) -> Readiness:
+    """The readiness settings of a serving step, from its probes (Kubernetes semantics); without probes, GET on
+    ``health_path`` (the chart's host launch's, for this recipe) or else the chart's health path."""
     block = step.recipe.server
     probes = [p for p in (block.readiness_probe, block.startup_probe) if p is not None and p.enabled] \
         if block else []
-    path = probes[0].path if probes else step.chart.health_path
+    path = probes[0].path if probes else health_path or step.chart.health_path
     startup = block.startup_probe if block and block.startup_probe and block.startup_probe.enabled else None
     timeout = DEFAULT_READY_TIMEOUT
     if startup is not None:
