@@ -71,6 +71,12 @@ def test_uninstall_from_another_home_deletes_the_endpoint(tmp_path: Path, mlhome
     assert len(endpoints) == 2
     keep = next(n for n in endpoints if n.startswith("hyb-keep-"))
 
+    rerun = cli(_home(tmp_path / "other-home", moto_server), "run", str(tmp_path / "hyb.yaml"), timeout=180)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr  # another home's re-run adopts, by tags and names
+    assert "adopted: an earlier run of this plan created the job" in rerun.stdout, rerun.stdout
+    assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 2
+    assert _names(sm, "list_endpoints", "Endpoints", "EndpointName") == endpoints
+
     fresh = _home(tmp_path / "fresh-home", moto_server)  # no state of either release here
     gone = cli(fresh, "uninstall", "sagemaker://default/hyb")
     assert gone.returncode == 0, gone.stdout + gone.stderr
