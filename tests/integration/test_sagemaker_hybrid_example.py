@@ -61,6 +61,7 @@ def test_example_runs_in_local_mode(mlhome: Path) -> None:
     assert right >= 90, client_log
 
     url = steps["endpoint"]["url"]
+    assert steps["endpoint"]["outputs"]["endpoint_name"].startswith("sagemaker-hybrid-endpoint-")
     with urllib.request.urlopen(f"{url}/ping", timeout=10) as answer:
         assert answer.status == 200
     assert cli(mlhome, "uninstall", "sagemaker-hybrid").returncode == 0
