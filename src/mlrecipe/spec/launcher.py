@@ -1,6 +1,9 @@
 """Expansion of the structured ``launcher`` block into the command a user would write by hand.
 
-The expansion uses only the env contract (``PET_*``), so the same command runs on every backend.
+The expansion uses only the env contract (``PET_*``), so the same command runs on every backend. ``mpirun`` is
+left out where the step runtime is already an MPI rank: the local and Slurm backends run an MPI step's command once
+and its ``mpirun`` starts the ranks, while an MPIJob's launcher runs ``mpirun`` over the step runtime on every slot
+(its ``mpirun.args`` apply there; the launcher's ``options`` do not).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ ACCELERATE_DEVICES = (
     " ${MLRECIPE_MIXED_PRECISION:+--mixed_precision $MLRECIPE_MIXED_PRECISION}"
 )
 MPIRUN = "-np $((PET_NNODES * PET_NPROC_PER_NODE)) ${MLRECIPE_HOSTFILE:+--hostfile $MLRECIPE_HOSTFILE}"
+#: Already an MPI rank: an MPIJob's launcher (Kubernetes) runs mpirun itself and the step runtime on every slot.
+IS_MPI_RANK = '[ -n "${OMPI_COMM_WORLD_SIZE:-}${PMI_SIZE:-}" ]'
 
 
 def expand_launcher(launcher: Launcher, kind: StepKind) -> tuple[list[str], list[str]]:
@@ -38,6 +43,6 @@ def expand_launcher(launcher: Launcher, kind: StepKind) -> tuple[list[str], list
     if launcher.type == "accelerate":
         multi = "$( [ $((PET_NNODES * PET_NPROC_PER_NODE)) -gt 1 ] && echo --multi_gpu )"
         return ["accelerate", "launch"], [ACCELERATE, multi, ACCELERATE_DEVICES, *options, *target]
-    if launcher.type == "mpirun":
-        return ["mpirun"], [MPIRUN, *options, "python3", *target]
+    if launcher.type == "mpirun":  # where the backend already started the ranks, each runs the script itself
+        return [f"$( {IS_MPI_RANK} || echo mpirun {' '.join([MPIRUN, *options])} )"], ["python3", *target]
     return ["python3"], [*options, *target]
