@@ -1,7 +1,7 @@
 """What the ``framework: pytorch_lightning`` and ``framework: nemo2`` scripts share (both folders are delivered
 flat, on their own: the pytorch_lightning folder has this file, the nemo2 folder links ``script_common.py`` to it).
 
-Standard library only (and the local answer metrics, ``answer_metrics.py``). ``ptl_common`` and ``nemo2_common``
+Standard library only (and the scoring of :mod:`mlrecipe_scripts.core.evaluation`). ``ptl_common`` and ``nemo2_common``
 re-export everything here and add their own launch, device and checkpoint rules, so the scripts keep importing
 everything from their own ``*_common`` module.
 
@@ -28,7 +28,7 @@ import typing
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from mlrecipe_scripts.core.answer_metrics import rouge_l_f1, token_f1
+from mlrecipe_scripts.core.evaluation import bertscore_f1, local_scores
 from mlrecipe_scripts.core.script_core import (
     ScriptError,
     atomic_dir,
@@ -240,15 +240,8 @@ def score(predictions: list[str], references: list[str]) -> tuple[str, dict[str,
     reason = "MLRECIPE_METRIC=local"
     if os.environ.get("MLRECIPE_METRIC", "").lower() != "local":
         try:
-            import evaluate
-
-            result = evaluate.load("bertscore").compute(predictions=predictions, references=references, lang="en")
-            f1 = [float(x) for x in result["f1"]]
-            return "bertscore", {"bertscore_f1": sum(f1) / len(f1)}
+            return "bertscore", bertscore_f1(predictions, references)
         except Exception as exc:
             reason = f"BERTScore unavailable: {short_error(exc)}"
     log(f"note: scoring with local metrics (token-overlap F1 and ROUGE-L F1) instead of BERTScore ({reason})")
-    n = max(1, len(predictions))
-    pairs = list(zip(predictions, references, strict=True))
-    return "local", {"token_f1": sum(token_f1(p, r) for p, r in pairs) / n,
-                     "rouge_l_f1": sum(rouge_l_f1(p, r) for p, r in pairs) / n}
+    return "local", local_scores(predictions, references)

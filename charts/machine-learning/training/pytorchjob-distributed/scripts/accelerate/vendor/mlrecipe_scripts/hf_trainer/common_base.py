@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -38,6 +37,7 @@ from mlrecipe_scripts.core.script_core import (
     atomic_dir,
     atomic_file,
     field_default,
+    log,
     offline_defaults,
     run_main,
     short_error,
@@ -76,16 +76,6 @@ __all__ = [
 ]
 
 DEFAULT_LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
-
-
-def log(message: str) -> None:
-    """Write one progress line to stdout, flushed (so that ``tee`` shows it at once).
-
-    ``sys.stdout.write`` rather than ``print``: Ray Train workers patch ``print`` into a logger that would show
-    the line twice in the driver's log.
-    """
-    sys.stdout.write(f"{message}\n")
-    sys.stdout.flush()
 
 
 def global_rank() -> int:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mlrecipe_scripts.core.evaluation import json_lines
 from mlrecipe_scripts.nemo2.nemo2_common import (
     ScriptError,
     add_flags,
@@ -144,20 +145,11 @@ def find_test_file(test_path: str | None, home: Path | None = None) -> Path:
 def read_test_rows(path: Path, limit: int) -> list[dict[str, Any]]:
     """The first ``limit`` rows (all fields kept, ``output`` renamed ``label``); each needs a string ``input``."""
     rows: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if len(rows) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise ScriptError(f"{path}:{number}: not a JSON line") from None
-            if not isinstance(row, dict) or not isinstance(row.get("input"), str):
-                raise ScriptError(f"{path}:{number}: no string 'input' field")
-            row["label"] = row.pop("output", None)
-            rows.append(row)
+    for number, row in json_lines(path, limit):
+        if not isinstance(row, dict) or not isinstance(row.get("input"), str):
+            raise ScriptError(f"{path}:{number}: no string 'input' field")
+        row["label"] = row.pop("output", None)
+        rows.append(row)
     if not rows:
         raise ScriptError(f"{path}: the test set is empty")
     return rows

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mlrecipe_scripts.core.evaluation import Sampling, generate, json_lines
 from mlrecipe_scripts.pytorch_lightning.ptl_common import (
     DEFAULT_LORA_TARGETS,
     ScriptError,
@@ -40,7 +38,6 @@ from mlrecipe_scripts.pytorch_lightning.ptl_common import (
     report_progress,
     run_main,
     score,
-    short_error,
     sibling_path,
 )
 
@@ -108,19 +105,10 @@ def find_test_file(test_path: str | None) -> Path:
 def read_test_rows(path: Path, max_samples: int) -> list[dict[str, str]]:
     """The first ``max_samples`` rows as ``{"input", "label"}`` (``label`` is the row's ``output``)."""
     rows: list[dict[str, str]] = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if len(rows) >= max_samples:
-                break
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise ScriptError(f"{path}:{number}: not a JSON line") from None
-            if not isinstance(row, dict) or "input" not in row:
-                raise ScriptError(f"{path}:{number}: no 'input' field")
-            rows.append({"input": str(row.get("input") or ""), "label": str(row.get("output") or "")})
+    for number, row in json_lines(path, max_samples):
+        if not isinstance(row, dict) or "input" not in row:
+            raise ScriptError(f"{path}:{number}: no 'input' field")
+        rows.append({"input": str(row.get("input") or ""), "label": str(row.get("output") or "")})
     if not rows:
         raise ScriptError(f"{path}: the test set is empty")
     return rows
@@ -130,97 +118,14 @@ def read_test_rows(path: Path, max_samples: int) -> list[dict[str, str]]:
 # generation
 
 
-@dataclass
-class Sampling:
-    """The sampling settings after the reference's rules."""
-
-    greedy: bool
-    temperature: float
-    top_p: float
-    top_k: int  # -1: off
-    max_tokens: int
-
-    @classmethod
-    def from_config(cls, config: EvalConfig) -> Sampling:
-        greedy = config.temperature <= 0
-        return cls(greedy, 0.0 if greedy else config.temperature, 1.0 if greedy else config.top_p,
-                   config.top_k if config.top_k > 0 else -1, config.max_tokens)
-
-
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i:i + size] for i in range(0, len(items), max(1, size))]
-
-
-def generator_choice() -> str:
-    """``vllm`` when importable (or forced), else ``transformers``."""
-    import importlib.util
-
-    forced = os.environ.get("MLRECIPE_GENERATOR", "").lower()
-    available = importlib.util.find_spec("vllm") is not None
-    if forced == "vllm" and not available:
-        raise ScriptError("MLRECIPE_GENERATOR=vllm but vllm is not installed")
-    if forced == "transformers" or not available:
-        return "transformers"
-    return "vllm"
-
-
-def generate_with_vllm(model_dir: Path, prompts: list[str], config: EvalConfig, sampling: Sampling) -> list[str]:
-    """``vllm.LLM`` over ``model_dir``, prompts in chunks of ``--batch_size``."""
-    import torch
-    from vllm import LLM, SamplingParams
-
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    tp = max(1, min(config.tensor_parallel_size, gpus)) if gpus else 1
-    if tp != config.tensor_parallel_size:
-        log(f"note: --tensor_parallel_size={config.tensor_parallel_size} but {gpus} GPU(s) here: using {tp}")
-    model_config = json.loads((model_dir / "config.json").read_text())
-    max_len = min(config.max_model_len, int(model_config.get("max_position_embeddings") or config.max_model_len))
-    dtype, memory = config.dtype, config.gpu_memory_utilization
-    if not gpus:  # vLLM's CPU build: the memory fraction is of host memory (KV cache)
-        dtype = "auto" if dtype == "bfloat16" else dtype
-        memory = min(memory, float(os.environ.get("MLRECIPE_VLLM_CPU_MEMORY_FRACTION", "0.2")))
-    llm = LLM(model=str(model_dir), tokenizer=str(model_dir), tensor_parallel_size=tp, gpu_memory_utilization=memory,
-              max_model_len=max_len, dtype=dtype, disable_log_stats=True)
-    params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                            max_tokens=sampling.max_tokens)
-    out: list[str] = []
-    for chunk in _chunks(prompts, config.batch_size):
-        out += [result.outputs[0].text for result in llm.generate(chunk, params)]
-        log(f"generated {len(out)}/{len(prompts)}")
-    return out
-
-
-def generate_with_transformers(model: Any, tokenizer: Any, prompts: list[str], config: EvalConfig,
-                               sampling: Sampling) -> list[str]:
-    """``model.generate`` (left padding, new tokens only, special tokens skipped); bf16 on CUDA, fp32 on CPU."""
+def cuda_dtype(flag: str) -> Any | None:
+    """The dtype ``transformers`` generates in on CUDA (``--dtype``; bfloat16 for another value), None without CUDA."""
     import torch
 
-    if torch.cuda.is_available():
-        dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "half": torch.float16,
-                 "float32": torch.float32}.get(config.dtype, torch.bfloat16)
-        model = model.to(device="cuda", dtype=dtype)
-    else:
-        if config.dtype not in ("float32", "auto"):
-            log(f"note: --dtype={config.dtype} is for GPUs; generating in float32 on CPU")
-        model = model.to(dtype=torch.float32)
-    device = next(model.parameters()).device
-    tokenizer.padding_side = tokenizer.truncation_side = "left"
-    limit = int(getattr(model.config, "max_position_embeddings", 0) or config.max_model_len)
-    max_prompt = max(1, min(config.max_model_len, limit) - sampling.max_tokens)
-    options: dict[str, Any] = {"do_sample": not sampling.greedy}
-    if sampling.greedy:
-        options.update(temperature=None, top_p=None, top_k=None)
-    else:
-        options.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=max(0, sampling.top_k))
-    out: list[str] = []
-    with torch.inference_mode():
-        for chunk in _chunks(prompts, config.batch_size):
-            enc = tokenizer(chunk, return_tensors="pt", padding=True, truncation=True, max_length=max_prompt).to(device)
-            generated = model.generate(**enc, max_new_tokens=sampling.max_tokens, pad_token_id=tokenizer.pad_token_id,
-                                       **options)
-            out += tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            log(f"generated {len(out)}/{len(prompts)}")
-    return out
+    if not torch.cuda.is_available():
+        return None
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "half": torch.float16,
+            "float32": torch.float32}.get(flag, torch.bfloat16)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -249,26 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     model = trained.merged()
     tokenizer = load_tokenizer(model_path, flag)
     prompts = [row["input"] for row in rows]
-    sampling = Sampling.from_config(config)
-
-    generator = generator_choice()
-    predictions: list[str] | None = None
-    if generator == "vllm":
-        tmp = Path(tempfile.mkdtemp(prefix="vllm_model_"))
-        try:
-            model.save_pretrained(str(tmp))
-            tokenizer.save_pretrained(str(tmp))
-            predictions = generate_with_vllm(tmp, prompts, config, sampling)
-        except Exception as exc:
-            if os.environ.get("MLRECIPE_GENERATOR", "").lower() == "vllm":
-                raise ScriptError(f"vLLM generation failed ({short_error(exc)})") from exc
-            log(f"note: vLLM failed ({short_error(exc)}); generating with transformers instead")
-            generator = "transformers"
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    if predictions is None:
-        predictions = generate_with_transformers(model, tokenizer, prompts, config, sampling)
-    log(f"generator: {generator}")
+    sampling = Sampling.from_args(config)
+    predictions, generator = generate(model, tokenizer, prompts, config, sampling, cuda_dtype(config.dtype))
 
     out = sibling_path(ckpt, ".jsonl")
     with atomic_file(out) as tmp_file, open(tmp_file, "w", encoding="utf-8") as fh:

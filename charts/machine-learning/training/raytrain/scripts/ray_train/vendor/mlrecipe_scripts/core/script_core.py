@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "ScriptError", "atomic_dir", "atomic_file", "field_default", "local_only", "offline_defaults", "run_main",
+    "ScriptError", "atomic_dir", "atomic_file", "field_default", "local_only", "log", "offline_defaults", "run_main",
     "short_error",
 ]
 
@@ -44,6 +44,16 @@ def release_process_group() -> None:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def log(message: str) -> None:
+    """Write one progress line to stdout, flushed (so that ``tee`` shows it at once).
+
+    ``sys.stdout.write`` rather than ``print``: Ray Train workers patch ``print`` into a logger that would show
+    the line twice in the driver's log.
+    """
+    sys.stdout.write(f"{message}\n")
+    sys.stdout.flush()
 
 
 def short_error(exc: BaseException) -> str:
