@@ -23,14 +23,15 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from mlrecipe_scripts.core.dataset_config import HFDC_NOT_ON_CLI  # noqa: F401 - part of this module's interface (fine_tune.py)
 from mlrecipe_scripts.lightning_core.sft_data import (
     READY_MARKER,
     SPLIT_FILES,
+    CheckedHFDatasetConfig,
     default_data_dir,  # noqa: F401 - part of this module's interface (fine_tune.py, the tests)
     load_split,
     split_dataset,
@@ -40,31 +41,9 @@ from mlrecipe_scripts.nemo2.nemo2_common import ScriptError, log, poll_seconds, 
 
 
 @dataclass
-class HFDatasetConfig:
-    """Which dataset to load and how to convert its rows (flags ``--hfdc_<field>``).
-
-    ``load_kwargs`` (passed to ``datasets.load_dataset``) and ``custom_converter`` (``row -> {"input", "output"}``)
-    are not on the command line.
-    """
-
-    dataset_name: str
-    dataset_config: str | None = None
-    split: str = "train"
-    train_split_ratio: float = 0.9
-    val_test_split_ratio: float = 0.5
-    input_template: str = "### Instruction:\n{instruction}\n ### Input:\n{input}\n"
-    output_template: str = "### Response:\n{output}"
-    field_mapping: dict | None = None
-    num_proc: int = 8
-    load_kwargs: dict = field(default_factory=dict)
-    custom_converter: Callable[[dict], dict] | None = None
-
-    def __post_init__(self) -> None:
-        if not 0 < self.train_split_ratio < 1:
-            raise ValueError(f"--hfdc_train_split_ratio={self.train_split_ratio}: must be between 0 and 1 "
-                             "(exclusive)")
-        if not 0 <= self.val_test_split_ratio <= 1:
-            raise ValueError(f"--hfdc_val_test_split_ratio={self.val_test_split_ratio}: must be between 0 and 1")
+class HFDatasetConfig(CheckedHFDatasetConfig):
+    """Which dataset to load and how to convert its rows (flags ``--hfdc_<field>``); it travels to NeMo's workers
+    as :meth:`to_dict`."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able fields (no ``custom_converter``): what a ``run.Config`` carries to the workers."""
@@ -81,16 +60,9 @@ class HFDatasetConfig:
         raise TypeError(f"expected HFDatasetConfig or dict, got {type(value).__name__}")
 
 
-HFDC_NOT_ON_CLI = ("load_kwargs", "custom_converter")
-
-
 def sft_default_config() -> HFDatasetConfig:
     """The script's default dataset (used when no ``--hfdc_*`` flag is given)."""
-    return HFDatasetConfig(
-        dataset_name="cognitivecomputations/dolphin",
-        dataset_config="flan1m-alpaca-uncensored",
-        field_mapping={"instruction": "instruction", "input": "input", "output": "output"},
-    )
+    return HFDatasetConfig.sft_default()
 
 
 # --------------------------------------------------------------------------------------------------------------

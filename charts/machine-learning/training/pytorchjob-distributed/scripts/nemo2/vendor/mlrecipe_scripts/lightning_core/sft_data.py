@@ -1,8 +1,9 @@
 """What the ``framework: pytorch_lightning`` and ``framework: nemo2`` SFT data preparation share (the
 pytorch_lightning folder has this file, the nemo2 folder links ``sft_data.py`` to it): the ``data_dir`` layout and
 names, the default ``data_dir``, loading the source split (a local directory of data files, or a hub id) and the
-seeded train / validation / test split. Each folder's ``dataset_module.py`` keeps its own ``HFDatasetConfig`` (the
-``--hfdc_*`` flags differ) and row conversion; ``config`` below is such an ``HFDatasetConfig``.
+seeded train / validation / test split, and :class:`CheckedHFDatasetConfig`, the ``--hfdc_*`` configuration whose
+split ratios are checked when it is made. Each framework's dataset module subclasses it as its own
+``HFDatasetConfig`` (the ``--hfdc_*`` flags differ) and keeps its row conversion; ``config`` below is such a config.
 
 ``datasets`` is imported only to load a source.
 """
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlrecipe_scripts.core.dataset_config import HFDatasetConfig
 from mlrecipe_scripts.lightning_core.script_common import ScriptError, short_error
 
 READY_MARKER = ".data_ready"
@@ -21,6 +24,19 @@ SPLIT_FILES = {"train": "training.jsonl", "validation": "validation.jsonl", "tes
 PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
 SPLIT_SEED = 42
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet", ".txt")
+
+
+@dataclass
+class CheckedHFDatasetConfig(HFDatasetConfig):
+    """:class:`~mlrecipe_scripts.core.dataset_config.HFDatasetConfig` whose split ratios are checked when it is made
+    (ValueError naming the flag)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.train_split_ratio < 1:
+            raise ValueError(f"--hfdc_train_split_ratio={self.train_split_ratio}: must be between 0 and 1 "
+                             "(exclusive)")
+        if not 0 <= self.val_test_split_ratio <= 1:
+            raise ValueError(f"--hfdc_val_test_split_ratio={self.val_test_split_ratio}: must be between 0 and 1")
 
 
 def split_percentages(config: Any) -> tuple[int, int, int]:

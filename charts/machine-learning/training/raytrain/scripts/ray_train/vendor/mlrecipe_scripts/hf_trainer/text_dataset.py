@@ -31,11 +31,10 @@ import re
 import shutil
 import time
 from array import array
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlrecipe_scripts.core.dataset_config import HFDC_NOT_ON_CLI, HFDatasetConfig
 from mlrecipe_scripts.hf_trainer.common_base import ScriptError, global_rank, home_dir, log, short_error
 
 READY_MARKER = ".data_ready"
@@ -44,36 +43,9 @@ PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
 SPLIT_SEED = 42
 
 
-@dataclass
-class HFDatasetConfig:
-    """Which dataset to load and how to convert its rows (flags ``--hfdc_<field>``).
-
-    ``load_kwargs`` and ``custom_converter`` (a function ``row -> {"input", "output"}``) are not on the CLI.
-    """
-
-    dataset_name: str
-    dataset_config: str | None = None
-    split: str = "train"
-    train_split_ratio: float = 0.9
-    val_test_split_ratio: float = 0.5
-    input_template: str = "### Instruction:\n{instruction}\n ### Input:\n{input}\n"
-    output_template: str = "### Response:\n{output}"
-    field_mapping: dict | None = None
-    num_proc: int = 8
-    load_kwargs: dict = field(default_factory=dict)
-    custom_converter: Callable[[dict], dict] | None = None
-
-
-HFDC_NOT_ON_CLI = ("load_kwargs", "custom_converter")
-
-
 def sft_default_config() -> HFDatasetConfig:
     """The SFT scripts' default dataset (used when no ``--hfdc_*`` flag is given)."""
-    return HFDatasetConfig(
-        dataset_name="cognitivecomputations/dolphin",
-        dataset_config="flan1m-alpaca-uncensored",
-        field_mapping={"instruction": "instruction", "input": "input", "output": "output"},
-    )
+    return HFDatasetConfig.sft_default()
 
 
 def cpt_default_config() -> HFDatasetConfig:
