@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from typing import Any
 
-from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
+from mlrecipe.backends.base import PollClock, RunningStep, StepOutcome, StepState
 from mlrecipe.backends.sagemaker import status
 from mlrecipe.backends.sagemaker.client import call, error_code
 from mlrecipe.backends.sagemaker.handle import SageMakerHandle
@@ -27,11 +26,10 @@ class SageMakerRunningStep(RunningStep[SageMakerHandle]):
                  on_end: Callable[[], list[str]] | None = None) -> None:
         self.client = client
         self.handle = handle
-        self.poll_seconds = poll_seconds
+        self.clock = PollClock(poll_seconds)
         self.on_end = on_end
         self.job: dict[str, Any] | None = None
         self._outcome: StepOutcome | None = None
-        self._next = 0.0
 
     def describe(self) -> dict[str, Any]:
         """DescribeTrainingJob of the step's job (transient errors raise ``TransientBackendError``)."""
@@ -42,10 +40,8 @@ class SageMakerRunningStep(RunningStep[SageMakerHandle]):
     def poll(self) -> StepOutcome | None:
         if self._outcome is not None:
             return self._outcome
-        now = time.monotonic()
-        if now < self._next:
+        if not self.clock.due():
             return None
-        self._next = now + self.poll_seconds
         outcome = status.job_outcome(self.describe())
         if outcome is None:
             return None

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import time
 from pathlib import Path
 
-from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
+from mlrecipe.backends.base import PollClock, RunningStep, StepOutcome, StepState
 from mlrecipe.backends.host.serving import Readiness, ReadinessWatcher
 from mlrecipe.backends.slurm import scontrol
 from mlrecipe.backends.slurm.handle import SlurmHandle, SlurmServer
@@ -29,19 +28,16 @@ class SlurmRunningStep(RunningStep[SlurmHandle]):
                  readiness: Readiness | None = None, url_file: Path | None = None) -> None:
         self.step_dir = step_dir
         self.handle = handle
-        self.poll_seconds = poll_seconds
+        self.clock = PollClock(poll_seconds)
         self.url_file = url_file
         self.watcher = ReadinessWatcher(readiness) if readiness is not None else None
         self._outcome: StepOutcome | None = None
-        self._next = 0.0
 
     def poll(self) -> StepOutcome | None:
         if self._outcome is not None:
             return self._outcome
-        now = time.monotonic()
-        if now < self._next:
+        if not self.clock.due():
             return None
-        self._next = now + self.poll_seconds
         info = scontrol.show_job(self.handle.job_id, self.handle.slurm_conf)
         if info is None:
             self._outcome = vanished(self.handle.job_id, self.step_dir)
