@@ -7,6 +7,7 @@ again and shows it as a progress note.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,14 @@ TRANSIENT_CODES = frozenset({"Throttling", "ThrottlingException", "ThrottledExce
 
 
 def require_boto3() -> None:
-    """Raise a :class:`UserError` with the install hint when boto3 is not installed."""
+    """Raise a :class:`UserError` with the install hint when boto3 (or botocore) is not installed; found without
+    importing it (local mode never imports boto3 unless a channel reads ``s3://``)."""
     try:
-        import boto3  # noqa: F401
-    except ImportError:
-        raise UserError(INSTALL_HINT) from None
+        found = all(importlib.util.find_spec(name) is not None for name in ("boto3", "botocore"))
+    except ValueError:  # a module set to None in sys.modules (how tests hide a package)
+        found = False
+    if not found:
+        raise UserError(INSTALL_HINT)
 
 
 def aws_client(service: str, region: str | None, endpoint_url: str | None) -> Any:

@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import sys
-from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -29,26 +28,13 @@ from mlrecipe.backends.sagemaker.local_channels import (
 from mlrecipe.backends.sagemaker.local_job import describe, fail, new_record, set_secondary, summary
 from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, not_found, write_json
 from mlrecipe.backends.sagemaker.local_tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
+from mlrecipe.backends.sagemaker.service_model import validate_request
 
 DEFAULT_MAX_RUN = 86400
 CONTRACT_PREFIXES = ("PET_", "SM_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "LWS_", "TORCHELASTIC_", "MLRECIPE_RUN_ID")
 CONTRACT_NAMES = {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                   "GROUP_RANK", "JOB_COMPLETION_INDEX", "CUDA_VISIBLE_DEVICES", "TRAINING_JOB_NAME", "CURRENT_HOST"}
 OK = {"ResponseMetadata": {"HTTPStatusCode": 200}}
-
-
-@cache
-def _operation_shape(operation: str) -> Any:
-    import botocore.session
-
-    return botocore.session.get_session().get_service_model("sagemaker").operation_model(operation).input_shape
-
-
-def validate_request(operation: str, params: dict[str, Any]) -> None:
-    """Raise botocore's ``ParamValidationError`` for a request the boto3 client would refuse."""
-    from botocore.validate import validate_parameters
-
-    validate_parameters(params, _operation_shape(operation))
 
 
 def _free_port() -> int:
@@ -246,9 +232,9 @@ class LocalTraining:
                            NextToken: str | None = None, **_filters: Any) -> dict[str, Any]:
         """ListTrainingJobs with ``NameContains``, ``StatusEquals``, sorting, and pages of ``MaxResults``
         (``NextToken`` while more remain)."""
-        records = [r for n in self._jobs.names() if (r := self._jobs.read(n)) is not None]
-        found = [summary(self._reconcile(r["request"]["TrainingJobName"], r)) for r in records
-                 if not NameContains or NameContains in r["request"]["TrainingJobName"]]
+        records = [r for n in self._jobs.names() if (not NameContains or NameContains in n)
+                   and (r := self._jobs.read(n)) is not None]  # a job's directory is named after it
+        found = [summary(self._reconcile(r["request"]["TrainingJobName"], r)) for r in records]
         if StatusEquals:
             found = [s for s in found if s["TrainingJobStatus"] == StatusEquals]
         key = {"Name": "TrainingJobName", "Status": "TrainingJobStatus"}.get(SortBy, "CreationTime")

@@ -12,30 +12,23 @@ import re
 from functools import cache
 from typing import Any
 
-from mlrecipe.backends.sagemaker.client import require_boto3
 from mlrecipe.backends.sagemaker.request import TrainingRequest
+from mlrecipe.backends.sagemaker.service_model import input_shape as _input_shape
+from mlrecipe.backends.sagemaker.service_model import service_model
 from mlrecipe.errors import SpecIssue
 from mlrecipe.spec.load import StepSpec
 
 OPTION_SOURCE = "sagemaker options (config file or -B)"
 
 
-@cache
-def _service_model() -> Any:
-    require_boto3()
-    import botocore.session
-
-    return botocore.session.get_session().get_service_model("sagemaker")
-
-
 def input_shape(operation: str = "CreateTrainingJob") -> Any:
     """The input shape of a SageMaker operation."""
-    return _service_model().operation_model(operation).input_shape
+    return _input_shape(operation)
 
 
 def training_instance_types() -> list[str]:
     """Every training instance type botocore's service model knows."""
-    return list(_service_model().shape_for("TrainingInstanceType").enum)
+    return list(service_model().shape_for("TrainingInstanceType").enum)
 
 
 def request_problems(params: dict[str, Any], operation: str = "CreateTrainingJob",
