@@ -29,13 +29,15 @@ RELEASE = "megatron-gpt"
 
 def _kill_step(home: Path, step: str) -> int:
     """SIGKILL every process of ``step`` (the step runtime, torchrun agents, workers); how many there were."""
-    victims = [p for p in release_processes(RELEASE, home) if p.environ().get("MLRECIPE_STEP") == step]
-    for proc in victims:
+    killed = 0
+    for proc in release_processes(RELEASE, home):
         try:
-            proc.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
+            if proc.environ().get("MLRECIPE_STEP") == step:
+                proc.send_signal(signal.SIGKILL)
+                killed += 1
+        except psutil.Error:
             continue
-    return len(victims)
+    return killed
 
 
 def test_megatron_example_prepares_on_mpi_pretrains_on_two_nodes_resumes_after_kill_9_and_beats_an_untrained_model(
