@@ -71,6 +71,7 @@ __all__ = [
     "save_final_model",
     "select_precision",
     "short_error",
+    "step_training_arguments",
     "training_arguments",
     "truthy_str",
 ]
@@ -437,6 +438,44 @@ def report_to(use_wandb: bool) -> list[str]:
             raise ScriptError("--use_wandb: the wandb package is not installed")
         targets.append("wandb")
     return targets
+
+
+def step_training_arguments(args: Any, output_dir: Path, precision: Precision, evaluate: bool,
+                            **kwargs: Any) -> Any:
+    """:func:`training_arguments` with what the step-based trainers (SFT, reward model, VLM SFT) share, read from
+    their flags of the same names: ``--max_steps``, the batch sizes, the optimizer's, ``--logging_steps``, ``--seed``,
+    ``--num_workers``, ``--use_wandb``; logs under ``output_dir/logs``; ``precision``. With validation rows
+    (``evaluate``) an evaluation every ``--eval_steps`` (``SaveOnBestMetricCallback`` saves the best), without them
+    a checkpoint every ``--eval_steps``, two kept. ``kwargs`` add to these or replace them."""
+    shared: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "logging_dir": str(output_dir / "logs"),
+        "max_steps": args.max_steps,
+        "per_device_train_batch_size": args.per_device_train_batch_size,
+        "per_device_eval_batch_size": args.per_device_eval_batch_size,
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "learning_rate": args.learning_rate,
+        "weight_decay": args.weight_decay,
+        "warmup_steps": args.warmup_steps,
+        "max_grad_norm": args.max_grad_norm,
+        "logging_steps": args.logging_steps,
+        "eval_strategy": "steps" if evaluate else "no",
+        "eval_steps": args.eval_steps,
+        "save_strategy": "no" if evaluate else "steps",
+        "save_steps": args.eval_steps,
+        "save_total_limit": 2,
+        "metric_for_best_model": "eval_loss" if evaluate else None,
+        "greater_is_better": False,
+        "bf16": precision.bf16,
+        "fp16": precision.fp16,
+        "use_cpu": precision.device == "cpu",
+        "report_to": report_to(args.use_wandb),
+        "seed": args.seed,
+        "dataloader_num_workers": args.num_workers,
+        "remove_unused_columns": False,
+        "ddp_find_unused_parameters": False,
+    }
+    return training_arguments(**{**shared, **kwargs})
 
 
 def training_arguments(**kwargs: Any) -> Any:

@@ -110,3 +110,16 @@ def script_trainer_class() -> type:
         """transformers' Trainer, counting the parameters for its FLOs estimate once."""
 
     return ScriptTrainer
+
+
+def step_callbacks(args: Any, evaluate: bool) -> list[Any]:
+    """:class:`MetricsFileCallback`; with validation rows (``evaluate``) also early stopping
+    (``--early_stopping_patience``, ``--early_stopping_threshold``) and :class:`SaveOnBestMetricCallback`."""
+    from transformers import EarlyStoppingCallback
+
+    callbacks: list[Any] = [MetricsFileCallback()]
+    if evaluate:
+        callbacks += [EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience,
+                                            early_stopping_threshold=args.early_stopping_threshold),
+                      SaveOnBestMetricCallback()]
+    return callbacks

@@ -39,14 +39,13 @@ from mlrecipe_scripts.accelerate.common import (
     log,
     offline_defaults,
     on_off_auto,
-    report_to,
     results_dir,
     run_main,
     save_final_model,
     select_precision,
     short_error,
+    step_training_arguments,
     switch_on,
-    training_arguments,
 )
 from mlrecipe_scripts.hf_trainer.text_dataset import (
     HFDC_NOT_ON_CLI,
@@ -159,13 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     poll = float(os.environ.get("MLRECIPE_DATA_POLL_SECONDS", "5"))
     prepare_datasets(args.hfdc, data_dir, poll_seconds=poll)
 
-    from transformers import EarlyStoppingCallback
-
-    from mlrecipe_scripts.hf_trainer.trainer_callbacks import (
-        MetricsFileCallback,
-        SaveOnBestMetricCallback,
-        script_trainer_class,
-    )
+    from mlrecipe_scripts.hf_trainer.trainer_callbacks import script_trainer_class, step_callbacks
 
     precision = select_precision()
     checkpointing = use_checkpointing(args, precision.device)
@@ -188,42 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     evaluate = len(eval_ds) > 0
     if not evaluate:
         log("note: the validation split is empty: no evaluation, no early stopping; saving every eval_steps")
-    targs = training_arguments(
-        output_dir=str(output_dir),
-        logging_dir=str(output_dir / "logs"),
-        max_steps=args.max_steps,
-        per_device_train_batch_size=args.per_device_train_batch_size,
-        per_device_eval_batch_size=args.per_device_eval_batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        learning_rate=args.learning_rate,
-        weight_decay=args.weight_decay,
-        warmup_steps=args.warmup_steps,
-        max_grad_norm=args.max_grad_norm,
-        logging_steps=args.logging_steps,
-        eval_strategy="steps" if evaluate else "no",
-        eval_steps=args.eval_steps,
-        save_strategy="no" if evaluate else "steps",
-        save_steps=args.eval_steps,
-        save_total_limit=2,
-        metric_for_best_model="eval_loss" if evaluate else None,
-        greater_is_better=False,
-        gradient_checkpointing=checkpointing,
+    targs = step_training_arguments(
+        args, output_dir, precision, evaluate, gradient_checkpointing=checkpointing,
         gradient_checkpointing_kwargs={"use_reentrant": False} if checkpointing else None,
-        bf16=precision.bf16,
-        fp16=precision.fp16,
-        use_cpu=precision.device == "cpu",
-        report_to=report_to(args.use_wandb),
-        seed=args.seed,
-        dataloader_num_workers=args.num_workers,
-        remove_unused_columns=False,
-        ddp_find_unused_parameters=False,
-        use_liger_kernel=args.use_liger_kernel,
-    )
-    callbacks: list[Any] = [MetricsFileCallback()]
-    if evaluate:
-        callbacks += [EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience,
-                                            early_stopping_threshold=args.early_stopping_threshold),
-                      SaveOnBestMetricCallback()]
+        use_liger_kernel=args.use_liger_kernel)
+    callbacks = step_callbacks(args, evaluate)
     trainer = script_trainer_class()(
         model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
         data_collator=make_collator(tokenizer, 8 if precision.device == "cuda" else None), processing_class=tokenizer,

@@ -35,14 +35,13 @@ from mlrecipe_scripts.accelerate.common import (
     load_tokenizer,
     log,
     offline_defaults,
-    report_to,
     resolve_sft_model_path,
     results_dir,
     run_main,
     save_final_model,
     select_precision,
     sft_tokenizer_source,
-    training_arguments,
+    step_training_arguments,
 )
 from mlrecipe_scripts.accelerate.text.rm_dataset import (
     RMDC_NOT_ON_CLI,
@@ -175,9 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     poll = float(os.environ.get("MLRECIPE_DATA_POLL_SECONDS", "5"))
     prepare_rm_datasets(args.rmdc, data_dir, poll_seconds=poll)
 
-    from transformers import EarlyStoppingCallback
-
-    from mlrecipe_scripts.hf_trainer.trainer_callbacks import MetricsFileCallback, SaveOnBestMetricCallback
+    from mlrecipe_scripts.hf_trainer.trainer_callbacks import step_callbacks
 
     precision = select_precision()
     log(f"reward model from {sft_path}: {precision.describe()}; all parameters train")
@@ -199,41 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     evaluate = len(eval_ds) > 0
     if not evaluate:
         log("note: the validation split is empty: no evaluation, no early stopping; saving every eval_steps")
-    targs = training_arguments(
-        output_dir=str(output_dir),
-        logging_dir=str(output_dir / "logs"),
-        max_steps=args.max_steps,
-        per_device_train_batch_size=args.per_device_train_batch_size,
-        per_device_eval_batch_size=args.per_device_eval_batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        learning_rate=args.learning_rate,
-        weight_decay=args.weight_decay,
-        warmup_steps=args.warmup_steps,
-        max_grad_norm=args.max_grad_norm,
-        logging_steps=args.logging_steps,
-        eval_strategy="steps" if evaluate else "no",
-        eval_steps=args.eval_steps,
-        save_strategy="no" if evaluate else "steps",
-        save_steps=args.eval_steps,
-        save_total_limit=2,
-        metric_for_best_model="eval_loss" if evaluate else None,
-        greater_is_better=False,
-        gradient_checkpointing=True,
-        gradient_checkpointing_kwargs={"use_reentrant": False},
-        bf16=precision.bf16,
-        fp16=precision.fp16,
-        use_cpu=precision.device == "cpu",
-        report_to=report_to(args.use_wandb),
-        seed=args.seed,
-        dataloader_num_workers=args.num_workers,
-        remove_unused_columns=False,
-        ddp_find_unused_parameters=False,
-    )
-    callbacks: list[Any] = [MetricsFileCallback()]
-    if evaluate:
-        callbacks += [EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience,
-                                            early_stopping_threshold=args.early_stopping_threshold),
-                      SaveOnBestMetricCallback()]
+    targs = step_training_arguments(args, output_dir, precision, evaluate, gradient_checkpointing=True,
+                                    gradient_checkpointing_kwargs={"use_reentrant": False})
+    callbacks = step_callbacks(args, evaluate)
     trainer = make_trainer_class()(
         model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds if evaluate else None,
         data_collator=PairCollator(tokenizer), processing_class=tokenizer, callbacks=callbacks,

@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
-from mlrecipe_scripts.accelerate.common import log, offline_defaults, report_to, run_main, select_precision
-from mlrecipe_scripts.accelerate.common import training_arguments as make_training_arguments
+from mlrecipe_scripts.accelerate.common import (
+    log,
+    offline_defaults,
+    run_main,
+    select_precision,
+    step_training_arguments,
+)
 from mlrecipe_scripts.hf_trainer.vision_language.training_common import (
     SFT,
     apply_lora,
@@ -70,13 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = prepare_data(args, data_dir)
     rows = read_splits(data_dir, args.max_eval_samples)
 
-    from transformers import EarlyStoppingCallback, set_seed
+    from transformers import set_seed
 
-    from mlrecipe_scripts.hf_trainer.trainer_callbacks import (
-        MetricsFileCallback,
-        SaveOnBestMetricCallback,
-        script_trainer_class,
-    )
+    from mlrecipe_scripts.hf_trainer.trainer_callbacks import script_trainer_class, step_callbacks
     from mlrecipe_scripts.hf_trainer.vision_language.base.base_dataset import VLMCollator, VLMDataset
 
     set_seed(args.seed)
@@ -99,43 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     evaluate = eval_ds is not None
     if not evaluate:
         log("note: no validation rows: no evaluation, no early stopping; saving every --eval_steps")
-    targs = make_training_arguments(
-        output_dir=str(output_dir),
-        logging_dir=str(output_dir / "logs"),
-        max_steps=args.max_steps,
-        per_device_train_batch_size=args.per_device_train_batch_size,
-        per_device_eval_batch_size=args.per_device_eval_batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        learning_rate=args.learning_rate,
-        weight_decay=args.weight_decay,
-        warmup_steps=args.warmup_steps,
-        max_grad_norm=args.max_grad_norm,
-        logging_steps=args.logging_steps,
-        eval_strategy="steps" if evaluate else "no",
-        eval_steps=args.eval_steps,
-        save_strategy="no" if evaluate else "steps",
-        save_steps=args.eval_steps,
-        save_total_limit=2,
-        metric_for_best_model="eval_loss" if evaluate else None,
-        greater_is_better=False,
-        gradient_checkpointing=True,
-        gradient_checkpointing_kwargs={"use_reentrant": False},
-        bf16=precision.bf16,
-        fp16=precision.fp16,
-        use_cpu=precision.device == "cpu",
-        report_to=report_to(args.use_wandb),
-        seed=args.seed,
-        dataloader_num_workers=args.num_workers,
-        dataloader_drop_last=False,
-        remove_unused_columns=False,
+    targs = step_training_arguments(
+        args, output_dir, precision, evaluate, gradient_checkpointing=True,
+        gradient_checkpointing_kwargs={"use_reentrant": False}, dataloader_drop_last=False,
         # text-only rows leave a trainable vision tower without gradients on that step
-        ddp_find_unused_parameters=bool(vision_trainable and train_ds.text_only_rows),
-    )
-    callbacks: list[Any] = [MetricsFileCallback()]
-    if evaluate:
-        callbacks += [EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience,
-                                            early_stopping_threshold=args.early_stopping_threshold),
-                      SaveOnBestMetricCallback()]
+        ddp_find_unused_parameters=bool(vision_trainable and train_ds.text_only_rows))
+    callbacks = step_callbacks(args, evaluate)
     trainer = script_trainer_class()(
         model=model, args=targs, train_dataset=train_ds, eval_dataset=eval_ds,
         data_collator=VLMCollator(adapter, tokenizer.pad_token_id), processing_class=processor, callbacks=callbacks,
