@@ -17,23 +17,21 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlrecipe_scripts.accelerate.common import ScriptError, global_rank, log
+from mlrecipe_scripts.accelerate.common import ScriptError, log
 from mlrecipe_scripts.hf_trainer.text_dataset import (
-    READY_MARKER,
     SPLIT_FILES,
     _load_rows,
     _write_jsonl,
     default_data_dir,
+    prepare_on_rank_zero,
     read_jsonl,
     split_indices,
+    staged_data_dir,
 )
 
 
@@ -118,46 +116,17 @@ def _build(config: RMDatasetConfig, data_dir: Path) -> None:
     parts = split_indices(n, config.train_split_ratio, config.val_test_split_ratio)
     if not parts["train"]:
         raise ScriptError(f"--rmdc_dataset_name={config.dataset_name}: only {n} rows, none left for training")
-    tmp = data_dir.parent / f".{data_dir.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with staged_data_dir(data_dir) as tmp:
         counts = {split: _write_jsonl(tmp / fname, (convert_rm_row(rows[i], config) for i in parts[split]))
                   for split, fname in SPLIT_FILES.items()}
-        (tmp / READY_MARKER).write_text("ready")
-        if data_dir.exists():  # an existing (e.g. empty) directory: move the files in, the marker last
-            for fname in SPLIT_FILES.values():
-                os.replace(tmp / fname, data_dir / fname)
-            os.replace(tmp / READY_MARKER, data_dir / READY_MARKER)
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            os.replace(tmp, data_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log(f"preference dataset ready in {data_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
 def prepare_rm_datasets(config: RMDatasetConfig, dataset_root: Path | str, rank: int | None = None,
                         poll_seconds: float = 5.0) -> Path:
-    """Make sure ``dataset_root`` holds the three jsonl files and ``.data_ready``; returns it.
-
-    Global rank 0 prepares unless the marker exists; the other ranks poll for the marker every ``poll_seconds``.
-    """
-    data_dir = Path(dataset_root).expanduser()
-    marker = data_dir / READY_MARKER
-    if marker.exists():
-        log(f"dataset already prepared in {data_dir} ({READY_MARKER} found): nothing is loaded")
-        return data_dir
-    rank = global_rank() if rank is None else rank
-    if rank == 0:
-        data_dir.parent.mkdir(parents=True, exist_ok=True)
-        _build(config, data_dir)
-        return data_dir
-    log(f"rank {rank}: waiting for rank 0 to prepare {data_dir}")
-    while not marker.exists():
-        time.sleep(poll_seconds)
-    return data_dir
+    """Make sure ``dataset_root`` holds the three jsonl files and ``.data_ready``; returns it
+    (``prepare_on_rank_zero``: global rank 0 prepares unless the marker exists, the other ranks poll for it)."""
+    return prepare_on_rank_zero(dataset_root, lambda data_dir: _build(config, data_dir), rank, poll_seconds)
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:

@@ -27,18 +27,20 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import re
-import shutil
-import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlrecipe_scripts.hf_trainer.common_base import ScriptError, global_rank, home_dir, log, short_error
-from mlrecipe_scripts.hf_trainer.text_dataset import split_indices, split_percentages
+from mlrecipe_scripts.hf_trainer.common_base import ScriptError, home_dir, log, short_error
+from mlrecipe_scripts.hf_trainer.text_dataset import (
+    prepare_on_rank_zero,
+    split_indices,
+    split_percentages,
+    staged_data_dir,
+)
 
 READY_MARKER = ".data_ready"
 SPLIT_FILES = {"train": "training.jsonl", "validation": "validation.jsonl", "test": "test.jsonl"}
@@ -345,10 +347,7 @@ def _build(config: VLMDatasetConfig, data_dir: Path) -> None:
             return builtin(row, config, tmp, index, source_dir)
         return convert_vlm_sample(row, config, tmp, index, source_dir)
 
-    tmp = data_dir.parent / f".{data_dir.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with staged_data_dir(data_dir) as tmp:
         counts = {}
         for split, fname in SPLIT_FILES.items():
             converted, skipped = [], 0
@@ -363,43 +362,15 @@ def _build(config: VLMDatasetConfig, data_dir: Path) -> None:
         if counts["train"][0] == 0:
             raise ScriptError(f"--hf_dataset_name={config.dataset_name}: no usable training row (rows need an "
                               f"image in '{config.image_field}' and turns in '{config.conversations_field}')")
-        (tmp / READY_MARKER).write_text("ready")
-        if data_dir.exists():  # e.g. an empty directory made by hand: move the content in, the marker last
-            for entry in sorted(tmp.iterdir(), key=lambda p: p.name == READY_MARKER):
-                target = data_dir / entry.name
-                if target.is_dir():
-                    shutil.rmtree(target)
-                os.replace(entry, target)
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            os.replace(tmp, data_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log(f"dataset ready in {data_dir}: " + ", ".join(f"{k} {c}" + (f" ({s} skipped)" if s else "")
                                                      for k, (c, s) in counts.items()))
 
 
 def prepare_vlm_datasets(config: VLMDatasetConfig, dataset_root: Path | str, rank: int | None = None,
                          poll_seconds: float = 30.0) -> Path:
-    """Make sure ``dataset_root`` holds the three JSONL files and ``.data_ready``; returns it.
-
-    Global rank 0 prepares (unless the marker exists); other ranks poll for the marker every ``poll_seconds``.
-    """
-    data_dir = Path(dataset_root).expanduser()
-    marker = data_dir / READY_MARKER
-    if marker.exists():
-        log(f"dataset already prepared in {data_dir} ({READY_MARKER} found): nothing is loaded")
-        return data_dir
-    rank = global_rank() if rank is None else rank
-    if rank == 0:
-        data_dir.parent.mkdir(parents=True, exist_ok=True)
-        _build(config, data_dir)
-        return data_dir
-    log(f"rank {rank}: waiting for rank 0 to prepare {data_dir}")
-    while not marker.exists():
-        time.sleep(poll_seconds)
-    return data_dir
+    """Make sure ``dataset_root`` holds the three JSONL files and ``.data_ready``; returns it
+    (``prepare_on_rank_zero``: global rank 0 prepares unless the marker exists, the other ranks poll for it)."""
+    return prepare_on_rank_zero(dataset_root, lambda data_dir: _build(config, data_dir), rank, poll_seconds)
 
 
 # --------------------------------------------------------------------------------------------------------------

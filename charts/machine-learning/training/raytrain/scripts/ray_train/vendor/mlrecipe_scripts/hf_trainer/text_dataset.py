@@ -22,6 +22,7 @@ for preparation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -31,6 +32,7 @@ import re
 import shutil
 import time
 from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,31 +193,42 @@ def _build(config: HFDatasetConfig, data_dir: Path) -> None:
         for i in indices:
             yield convert_row(rows[i], config)
 
+    with staged_data_dir(data_dir) as tmp:
+        counts = {split: _write_jsonl(tmp / fname, converted(parts[split])) for split, fname in SPLIT_FILES.items()}
+    log(f"dataset ready in {data_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+@contextlib.contextmanager
+def staged_data_dir(data_dir: Path) -> Iterator[Path]:
+    """A fresh temporary sibling of ``data_dir`` to write the prepared files into. When the block succeeds the marker
+    is written and the content becomes ``data_dir`` (moved into an existing directory, e.g. an empty one made by
+    hand, entry by entry, the marker last); when it fails the temporary directory is removed."""
     tmp = data_dir.parent / f".{data_dir.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        counts = {split: _write_jsonl(tmp / fname, converted(parts[split])) for split, fname in SPLIT_FILES.items()}
+        yield tmp
         (tmp / READY_MARKER).write_text("ready")
-        if data_dir.exists():  # e.g. an empty directory made by hand: move the files in, the marker last
-            for fname in SPLIT_FILES.values():
-                os.replace(tmp / fname, data_dir / fname)
-            os.replace(tmp / READY_MARKER, data_dir / READY_MARKER)
+        if data_dir.exists():
+            for entry in sorted(tmp.iterdir(), key=lambda p: p.name == READY_MARKER):
+                target = data_dir / entry.name
+                if target.is_dir():
+                    shutil.rmtree(target)
+                os.replace(entry, target)
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             os.replace(tmp, data_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log(f"dataset ready in {data_dir}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
-def prepare_datasets(config: HFDatasetConfig, dataset_root: Path | str, rank: int | None = None,
-                     poll_seconds: float = 5.0) -> Path:
-    """Make sure ``dataset_root`` holds the three jsonl files and ``.data_ready``; returns ``dataset_root``.
+def prepare_on_rank_zero(dataset_root: Path | str, build: Callable[[Path], None], rank: int | None = None,
+                         poll_seconds: float = 5.0) -> Path:
+    """Make sure ``dataset_root`` holds the prepared files and ``.data_ready``; returns ``dataset_root``.
 
-    Global rank 0 (``rank``, default ``RANK``) prepares the data unless the marker already exists; other ranks poll
-    for the marker every ``poll_seconds`` (``data_dir`` must therefore be on storage the nodes share).
+    Global rank 0 (``rank``, default ``RANK``) calls ``build(data_dir)`` unless the marker already exists; other
+    ranks poll for the marker every ``poll_seconds`` (``data_dir`` must therefore be on storage the nodes share).
     """
     data_dir = Path(dataset_root).expanduser()
     marker = data_dir / READY_MARKER
@@ -225,12 +238,19 @@ def prepare_datasets(config: HFDatasetConfig, dataset_root: Path | str, rank: in
     rank = global_rank() if rank is None else rank
     if rank == 0:
         data_dir.parent.mkdir(parents=True, exist_ok=True)
-        _build(config, data_dir)
+        build(data_dir)
         return data_dir
     log(f"rank {rank}: waiting for rank 0 to prepare {data_dir}")
     while not marker.exists():
         time.sleep(poll_seconds)
     return data_dir
+
+
+def prepare_datasets(config: HFDatasetConfig, dataset_root: Path | str, rank: int | None = None,
+                     poll_seconds: float = 5.0) -> Path:
+    """Make sure ``dataset_root`` holds the three jsonl files and ``.data_ready``; returns ``dataset_root``
+    (:func:`prepare_on_rank_zero`)."""
+    return prepare_on_rank_zero(dataset_root, lambda data_dir: _build(config, data_dir), rank, poll_seconds)
 
 
 def read_jsonl(path: Path | str, limit: int | None = None) -> list[dict[str, Any]]:
