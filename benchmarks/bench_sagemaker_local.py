@@ -1,11 +1,13 @@
 """SageMaker's local mode against torchrun by hand, and planning a 20-step hybrid pipeline (issue 25, point 10).
 
 1. Time to the first training step: the same script (``benchmarks/assets/first_step.py``, a small MLP under DDP)
-   started by hand (``torchrun --standalone --nproc_per_node 1``) and through ``mlrecipe install ... -b sagemaker
-   -B mode=local`` (one host: the request, the job's supervisor, the host's namespaces and ``/opt/ml`` tree, the step
-   runtime, torchrun), alternating A B / B A after one untimed warm-up of each. From the moment the command is
-   launched to the script's first optimizer step (the script writes that time to a stamp file). Medians and the
-   median of per-round differences; target: overhead <= 0.3 s.
+   started by hand (``torchrun --nnodes 1 --nproc_per_node 1 --master_addr 127.0.0.1 --master_port P``, the
+   rendezvous the job's host uses) and through ``mlrecipe install ... -b sagemaker -B mode=local`` (one host: the
+   request, the job's supervisor, the host's namespaces and ``/opt/ml`` tree, the step runtime, torchrun), alternating
+   A B / B A after one untimed warm-up of each. From the moment the command is launched to the script's first
+   optimizer step (the script writes that time to a stamp file). Medians and the median of per-round differences;
+   target: overhead <= 0.3 s. Then where the time goes, phase by phase (the forks of the script's parents, the
+   job record's times and its ``pids.json``), and the floors: each piece of the path timed alone.
 2. Planning and validating a 20-step hybrid pipeline (10 local data steps, each followed by a SageMaker training
    step in mode aws): ``load_pipeline`` plus each step's check, plan (for SageMaker: the ``create_training_job``
    request, validated against botocore's service model) and ``materialize``, in this process: cold, then the median
@@ -21,12 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench_pipeline_plan import plan_once  # this folder is the script's first import path
 
@@ -43,32 +48,147 @@ launcher: {type: torchrun, script: %s, args: [--stamp %s, --steps 3, --device cp
 """
 
 
-def first_step_by_hand(stamp: Path) -> float:
+@dataclass
+class Run:
+    """One timed run: the launch seen from here, the rest from the script's stamp (and the job's record)."""
+
+    launch: float
+    created: float  #: the launched process's start time as /proc gives it (10 ms ticks, boot time in whole seconds)
+    stamp: dict[str, Any]
+    job: dict[str, Any] = field(default_factory=dict)  #: local mode: the training job's record
+    pids: dict[str, Any] = field(default_factory=dict)  #: local mode: its supervisor's and hosts' [pid, start ticks]
+
+    @property
+    def first_step(self) -> float:
+        return float(self.stamp["first_step"]) - self.launch
+
+    def forked(self, match: str) -> float | None:
+        """When the script's nearest ancestor whose command line contains ``match`` was forked (this clock)."""
+        shift = self.created - self.launch
+        return next((t - shift for cmd, t, _ in self.stamp.get("ancestors") or [] if match in cmd), None)
+
+    def started(self, ident: list[int] | None) -> float | None:
+        """When a process of the job's ``pids.json`` (outside the hosts' pid namespaces) started (this clock)."""
+        try:
+            import psutil
+        except ImportError:
+            return None
+        if not ident:
+            return None
+        return psutil.boot_time() + ident[1] / os.sysconf("SC_CLK_TCK") - (self.created - self.launch)
+
+    def phases(self) -> dict[str, float]:
+        """Launch -> first step, split at the forks of the script's parents and the job record's times."""
+        torchrun = self.forked("torchrun") or self.launch
+        tail = {"torchrun started -> script started (torchrun, rendezvous, worker start)":
+                self.stamp["start"] - torchrun,
+                "script started -> first step (import torch, process group, DDP, step)":
+                self.stamp["first_step"] - self.stamp["start"]}
+        if not self.job:
+            return {"launch -> torchrun started": torchrun - self.launch, **tail}
+        training = next(t["StartTime"] for t in self.job["transitions"] if t["Status"] == "Training")
+        marks = [("CLI: interpreter, imports, recipe, check, plan, request validated", self.job["created"]),
+                 ("CLI: job record, /opt/ml tree, channels staged, supervisor started",
+                  self.started(self.pids.get("supervisor"))),
+                 ("supervisor: interpreter, imports, record updated", training),
+                 ("supervisor: host process started (unshare)", self.started((self.pids.get("hosts") or [None])[0])),
+                 ("unshare: mount, UTS, pid namespaces, /proc", self.forked("step_runtime")),
+                 ("host: bind mounts, hostname, step runtime (python3), bash started", self.forked("bash ")),
+                 ("bash -> torchrun started", torchrun)]
+        out, last = {}, self.launch
+        for name, when in marks:
+            if when is not None:
+                out[name] = when - last
+                last = when
+        return {**out, **tail}
+
+
+def popen_created(pid: int) -> float:
+    try:
+        import psutil
+    except ImportError:
+        return time.time()
+    return psutil.Process(pid).create_time()
+
+
+def timed(argv: list[str], env: dict[str, str], stamp: Path) -> Run:
     launch = time.time()
-    subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc_per_node", "1", str(SCRIPT), "--stamp",
-                    str(stamp), "--steps", "3", "--device", "cpu"], check=True, capture_output=True,
-                   env={**os.environ, "OMP_NUM_THREADS": "1"})
-    return json.loads(stamp.read_text())["first_step"] - launch
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    created = popen_created(proc.pid)
+    out, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({proc.returncode}):\n{out.decode(errors='replace')[-3000:]}")
+    return Run(launch, created, json.loads(stamp.read_text()))
 
 
-def first_step_local_mode(stamp: Path, home: Path, release: str) -> float:
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def first_step_by_hand(stamp: Path) -> Run:
+    """torchrun as the job's host runs it (a static rendezvous at a master address, not ``--standalone``'s c10d
+    one), so that the difference is mlrecipe's alone."""
+    return timed([str(BIN / "torchrun"), "--nnodes", "1", "--nproc_per_node", "1", "--node_rank", "0",
+                  "--master_addr", "127.0.0.1", "--master_port", str(free_port()), str(SCRIPT), "--stamp", str(stamp),
+                  "--steps", "3", "--device", "cpu"], {**os.environ, "OMP_NUM_THREADS": "1"}, stamp)
+
+
+def first_step_local_mode(stamp: Path, home: Path, release: str) -> Run:
     recipe = home / f"{release}.yaml"
     recipe.write_text(TRAIN_RECIPE % (SCRIPT, stamp))
     env = {**os.environ, "MLRECIPE_HOME": str(home), "OMP_NUM_THREADS": "1"}
-    launch = time.time()
-    done = subprocess.run([str(BIN / "mlrecipe"), "install", release, "training/pytorchjob-distributed", "-f",
-                           str(recipe), "-b", "sagemaker", "-B", "mode=local", "-B", "poll_seconds=0.2"],
-                          capture_output=True, text=True, env=env, check=False)
-    subprocess.run([str(BIN / "mlrecipe"), "uninstall", release], capture_output=True, env=env, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"mlrecipe install failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return json.loads(stamp.read_text())["first_step"] - launch
+    try:
+        run = timed([str(BIN / "mlrecipe"), "install", release, "training/pytorchjob-distributed", "-f", str(recipe),
+                     "-b", "sagemaker", "-B", "mode=local", "-B", "poll_seconds=0.2"], env, stamp)
+    finally:
+        subprocess.run([str(BIN / "mlrecipe"), "uninstall", release], capture_output=True, env=env, check=False)
+    jobs = sorted((home / "sagemaker-local" / "training-jobs").glob(f"{release}-*/training-job.json"))
+    if jobs:
+        run.job = json.loads(jobs[-1].read_text())
+        run.pids = json.loads((jobs[-1].parent / "pids.json").read_text())
+    return run
+
+
+def median_of(argv: list[str], runs: int, env: dict[str, str] | None = None) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(argv, capture_output=True, env=env, check=False)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def floors(tmp: Path, runs: int = 5) -> dict[str, float]:
+    """What no local-mode launch can go below: the pieces on its path, each timed alone (median of ``runs``)."""
+    from mlrecipe.backends.sagemaker.local_processes import host_argv
+
+    tree, hosts = tmp / "floor-tree", tmp / "floor-hosts"
+    tree.mkdir()
+    hosts.write_text("127.0.0.1 localhost\n127.0.10.1 algo-1\n")
+    python = str(BIN / "python")
+    return {
+        "python -c pass (this venv)": median_of([python, "-c", "pass"], runs),
+        "mlrecipe --help (CLI imports)": median_of([str(BIN / "mlrecipe"), "--help"], runs),
+        "python -c 'import botocore.validate' (botocore's validator)":
+            median_of([python, "-c", "import botocore.validate"], runs),
+        "python -c 'import botocore.session; session.get_service_model(\"sagemaker\")'":
+            median_of([python, "-c", "import botocore.session as s; s.get_session().get_service_model('sagemaker')"],
+                      runs),
+        "supervisor's imports (python -c 'import ...local_supervisor')":
+            median_of([python, "-c", "import mlrecipe.backends.sagemaker.local_supervisor"], runs),
+        "host namespaces + 2 bind mounts + hostname, running 'true'":
+            median_of(host_argv("algo-1", [(str(tree), "/opt/ml"), (str(hosts), "/etc/hosts")], ["true"]), runs),
+    }
 
 
 def first_step_section(runs: int, tmp: Path) -> None:
     home = tmp / "home"
     home.mkdir()
-    hand, local = [], []
+    hand: list[Run] = []
+    local: list[Run] = []
     first_step_by_hand(tmp / "warm-a.json")
     first_step_local_mode(tmp / "warm-b.json", home, "warm")
     for i in range(runs):
@@ -79,11 +199,26 @@ def first_step_section(runs: int, tmp: Path) -> None:
                 hand.append(first_step_by_hand(stamp))
             else:
                 local.append(first_step_local_mode(stamp, home, f"bench-{i}"))
-    diffs = [b - a for a, b in zip(hand, local, strict=True)]
-    print(f"1. time to the first training step, median of {runs} (alternating):")
-    print(f"   torchrun by hand {statistics.median(hand):.3f} s, mlrecipe -b sagemaker -B mode=local "
-          f"{statistics.median(local):.3f} s: overhead {statistics.median(local) - statistics.median(hand):+.3f} s "
+    a = statistics.median(r.first_step for r in hand)
+    b = statistics.median(r.first_step for r in local)
+    diffs = [y.first_step - x.first_step for x, y in zip(hand, local, strict=True)]
+    print(f"1. time to the first training step, median of {runs} (alternating), load {os.getloadavg()[0]:.1f}:")
+    print(f"   torchrun by hand {a:.3f} s, mlrecipe -b sagemaker -B mode=local {b:.3f} s: overhead {b - a:+.3f} s "
           f"(median of per-round differences {statistics.median(diffs):+.3f} s; target <= 0.3 s)")
+    for title, runs_ in (("torchrun by hand", hand), ("mlrecipe -b sagemaker -B mode=local", local)):
+        print(f"   {title}, median seconds per phase:")
+        names = list(runs_[0].phases())
+        for name in names:
+            values = [r.phases()[name] for r in runs_ if name in r.phases()]
+            print(f"     {statistics.median(values):7.3f}  {name}")
+    hand_tail = statistics.median(sum(list(r.phases().values())[-2:]) for r in hand)
+    local_tail = statistics.median(sum(list(r.phases().values())[-2:]) for r in local)
+    local_head = statistics.median(sum(list(r.phases().values())[:-2]) for r in local)
+    print(f"   before torchrun: {local_head:.3f} s; torchrun -> first step: {local_tail:.3f} s vs {hand_tail:.3f} s "
+          f"by hand ({local_tail - hand_tail:+.3f} s)")
+    print(f"   floors (each piece alone, median of 5, load {os.getloadavg()[0]:.1f}):")
+    for name, seconds in floors(tmp).items():
+        print(f"     {seconds:7.3f}  {name}")
 
 
 def hybrid_pipeline(directory: Path, steps: int = 20) -> Path:

@@ -44,7 +44,7 @@ def pick_device(choice: str | None) -> torch.device:
     return torch.device("cpu")
 
 
-def ancestors(depth: int = 4) -> list[tuple[str, float, int]]:
+def ancestors(depth: int = 8) -> list[tuple[str, float, int]]:
     """This process's parents, nearest first: (command line, start time, pid), read after the timed part."""
     try:
         import psutil

@@ -3,6 +3,7 @@ as botocore's whole model, a new entry when botocore's version changes, a damage
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import botocore
@@ -19,7 +20,7 @@ BAD_JOB = {"TrainingJobName": "x", "AlgorithmSpecification": {"TrainingInputMode
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("MLRECIPE_HOME", str(tmp_path))
     service_model.service_model.cache_clear()
     yield tmp_path
