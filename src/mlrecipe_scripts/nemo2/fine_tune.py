@@ -37,16 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlrecipe_scripts.lightning_core.sft_data import fine_tune_parser, fine_tune_values
 from mlrecipe_scripts.nemo2.nemo2_common import (
     METRICS_VAR,
     ScriptError,
-    add_flags,
     check_model_source,
     data_parallel_size,
     find_checkpoint,
     log,
     model_id_parts,
-    nested_from_namespace,
     offline_defaults,
     poll_seconds,
     require_cuda,
@@ -56,7 +55,6 @@ from mlrecipe_scripts.nemo2.nemo2_common import (
     wait_for,
 )
 from mlrecipe_scripts.nemo2.nemo2_dataset import (
-    HFDC_NOT_ON_CLI,
     READY_MARKER,
     HFDatasetConfig,
     default_data_dir,
@@ -149,22 +147,14 @@ def peft_choice(config: Config) -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser (family D1)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_flags(parser, Config, skip=(NESTED,))
-    group = parser.add_argument_group("--hfdc_* (HFDatasetConfig; any of them rebuilds it from the class defaults, so "
-                                      "--hfdc_dataset_name is then required)")
-    add_flags(group, HFDatasetConfig, skip=HFDC_NOT_ON_CLI, prefix="hfdc_", none_defaults=True)
-    return parser
+    return fine_tune_parser(__doc__.split("\n")[0], Config, NESTED, HFDatasetConfig)
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
     """Parse the command line (strict: an unknown flag exits with status 2) and check the values (status 2)."""
     parser = build_parser()
     ns = parser.parse_args(argv)
-    values = {k: v for k, v in vars(ns).items() if not k.startswith("hfdc_")}
-    dataset = nested_from_namespace(ns, parser, HFDatasetConfig, "hfdc_", HFDC_NOT_ON_CLI)
-    if dataset is not None:
-        values[NESTED] = dataset
+    values = fine_tune_values(ns, parser, NESTED, HFDatasetConfig)
     config = Config(**values)
     for name in POSITIVE:
         if getattr(config, name) < 1:

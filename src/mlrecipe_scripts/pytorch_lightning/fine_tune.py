@@ -30,19 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from mlrecipe_scripts.lightning_core.sft_data import fine_tune_parser, fine_tune_values
 from mlrecipe_scripts.pytorch_lightning.ptl_common import (
     DEFAULT_LORA_TARGETS,
     Device,
     Launch,
     ScriptError,
-    add_flags,
     check_model_source,
     comma_list,
     detect_launch,
     load_tokenizer,
     local_only,
     log,
-    nested_from_namespace,
     offline_defaults,
     quiet_unless_rank_zero,
     report_progress,
@@ -52,7 +51,6 @@ from mlrecipe_scripts.pytorch_lightning.ptl_common import (
     short_error,
 )
 from mlrecipe_scripts.pytorch_lightning.ptl_dataset import (
-    HFDC_NOT_ON_CLI,
     HFDatasetConfig,
     default_data_dir,
     poll_seconds,
@@ -103,23 +101,15 @@ NESTED = "hf_dataset_config"
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser (family D1)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_flags(parser, Config, skip=(NESTED,))
-    group = parser.add_argument_group("--hfdc_* (HFDatasetConfig; any of them rebuilds it from the class defaults, so "
-                                      "--hfdc_dataset_name is then required)")
-    add_flags(group, HFDatasetConfig, skip=HFDC_NOT_ON_CLI, prefix="hfdc_", none_defaults=True)
-    return parser
+    return fine_tune_parser(__doc__.split("\n")[0], Config, NESTED, HFDatasetConfig)
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
     """Parse the command line (strict: an unknown flag exits with status 2) and check the numbers."""
     parser = build_parser()
     ns = parser.parse_args(argv)
-    values = {k: v for k, v in vars(ns).items() if not k.startswith("hfdc_")}
+    values = fine_tune_values(ns, parser, NESTED, HFDatasetConfig)
     values["lora_target_modules"] = comma_list(values["lora_target_modules"])
-    dataset = nested_from_namespace(ns, parser, HFDatasetConfig, "hfdc_", HFDC_NOT_ON_CLI)
-    if dataset is not None:
-        values[NESTED] = dataset
     config = Config(**values)
     positive = ("num_nodes", "gpus_per_node", "max_steps", "val_check_interval", "log_every_n_steps",
                 "micro_batch_size", "accumulate_grad_batches", "max_seq_length", "early_stopping_patience")

@@ -10,14 +10,15 @@ split ratios are checked when it is made. Each framework's dataset module subcla
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlrecipe_scripts.core.dataset_config import HFDatasetConfig
-from mlrecipe_scripts.lightning_core.script_common import ScriptError, short_error
+from mlrecipe_scripts.core.dataset_config import HFDC_NOT_ON_CLI, HFDatasetConfig
+from mlrecipe_scripts.lightning_core.script_common import ScriptError, add_flags, nested_from_namespace, short_error
 
 READY_MARKER = ".data_ready"
 SPLIT_FILES = {"train": "training.jsonl", "validation": "validation.jsonl", "test": "test.jsonl"}
@@ -117,3 +118,25 @@ def split_dataset(rows: Any, config: Any) -> dict[str, Any]:
                           f"--hfdc_train_split_ratio={config.train_split_ratio} / --hfdc_val_test_split_ratio="
                           f"{config.val_test_split_ratio} ({short_error(exc)})") from exc
     return {"train": first["train"], "validation": val, "test": test}
+
+
+def fine_tune_parser(description: str, config_cls: type, nested: str, dataset_cls: type) -> argparse.ArgumentParser:
+    """The fine-tuning scripts' parser (family D1): a ``--<field>`` per field of ``config_cls`` but ``nested``, then
+    the ``--hfdc_*`` group of ``dataset_cls`` (an :class:`CheckedHFDatasetConfig`)."""
+    parser = argparse.ArgumentParser(description=description)
+    add_flags(parser, config_cls, skip=(nested,))
+    group = parser.add_argument_group("--hfdc_* (HFDatasetConfig; any of them rebuilds it from the class defaults, so "
+                                      "--hfdc_dataset_name is then required)")
+    add_flags(group, dataset_cls, skip=HFDC_NOT_ON_CLI, prefix="hfdc_", none_defaults=True)
+    return parser
+
+
+def fine_tune_values(ns: argparse.Namespace, parser: argparse.ArgumentParser, nested: str,
+                     dataset_cls: type) -> dict[str, Any]:
+    """The parsed flags as the config's keyword arguments; the ``--hfdc_*`` flags, when any is given, rebuilt into a
+    ``dataset_cls`` under ``nested``."""
+    values = {k: v for k, v in vars(ns).items() if not k.startswith("hfdc_")}
+    dataset = nested_from_namespace(ns, parser, dataset_cls, "hfdc_", HFDC_NOT_ON_CLI)
+    if dataset is not None:
+        values[nested] = dataset
+    return values

@@ -27,7 +27,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from mlrecipe_scripts.core.dataset_config import HFDC_NOT_ON_CLI  # noqa: F401 - part of this module's interface (fine_tune.py)
 from mlrecipe_scripts.lightning_core.sft_data import (
     READY_MARKER,
     SPLIT_FILES,
