@@ -19,20 +19,42 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from mlrecipe_scripts.core.dataset_config import HFDatasetConfig
 from mlrecipe_scripts.hf_trainer import common_base
 from mlrecipe_scripts.hf_trainer.common_base import *  # noqa: F403 - re-exported (common_base.__all__ is part of this module's interface)
 from mlrecipe_scripts.hf_trainer.common_base import ScriptError, _local_only, home_dir
 
 __all__ = [
-    *common_base.__all__, "CONVERTED_RE", "HF_CHECKPOINT_SUBDIR", "_local_only", "default_checkpoints_dir",
+    *common_base.__all__, "CONVERTED_RE", "HF_CHECKPOINT_SUBDIR", "_local_only", "args_from_dict", "args_to_dict",
+    "default_checkpoints_dir",
     "is_adapter_dir", "latest_ray_checkpoint", "results_root", "run_name",
 ]
 
 CONVERTED_RE = re.compile(r"\.(hf_model|hf_peft|merged)$")
+ArgsT = TypeVar("ArgsT")
 HF_CHECKPOINT_SUBDIR = "checkpoint"  # what Ray Train's Hugging Face report callback names the HF dir
+
+
+# --------------------------------------------------------------------------------------------------------------
+# what the driver ships to the workers
+
+
+def args_to_dict(args: Any) -> dict[str, Any]:
+    """A text trainer's arguments as plain data (what the driver ships to the Ray workers);
+    ``hfdc.custom_converter`` is dropped."""
+    data = dataclasses.asdict(args)
+    data["hfdc"].pop("custom_converter", None)
+    return data
+
+
+def args_from_dict(cls: Callable[..., ArgsT], data: dict[str, Any]) -> ArgsT:
+    """The arguments ``cls`` back from :func:`args_to_dict`'s data."""
+    data = dict(data)
+    return cls(hfdc=HFDatasetConfig(**data.pop("hfdc")), **data)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ takes an HF checkpoint directory (e.g. a Ray checkpoint's ``checkpoint/``).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,8 @@ from mlrecipe_scripts.hf_trainer.text_dataset import (
 )
 from mlrecipe_scripts.ray_train.common import (
     ScriptError,
+    args_from_dict,
+    args_to_dict,
     build_from_namespace,
     check_model_source,
     count_parameters,
@@ -112,19 +113,6 @@ def parse_args(argv: list[str] | None = None) -> CPTArguments:
     return build_from_namespace(CPTArguments, parser.parse_args(argv), parser, nested=NESTED)
 
 
-def to_dict(args: CPTArguments) -> dict[str, Any]:
-    """The arguments as plain data (what the driver ships to the workers)."""
-    data = dataclasses.asdict(args)
-    data["hfdc"].pop("custom_converter", None)
-    return data
-
-
-def from_dict(data: dict[str, Any]) -> CPTArguments:
-    """Inverse of :func:`to_dict`."""
-    data = dict(data)
-    return CPTArguments(hfdc=HFDatasetConfig(**data.pop("hfdc")), **data)
-
-
 # --------------------------------------------------------------------------------------------------------------
 # worker side
 
@@ -140,7 +128,7 @@ def train_worker(config: dict[str, Any]) -> None:
     )
     from mlrecipe_scripts.ray_train.ray_launch import worker_setup
 
-    args = from_dict(config["args"])
+    args = args_from_dict(CPTArguments, config["args"])
     ctx = worker_setup(config)
     precision = ctx.precision
     model_path, flag = config["model_path"], config["model_flag"]
@@ -239,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = ray_launch.plan_workers(args.ray_num_workers, args.ray_cpus_per_worker, started_here=started)
         log(f"Ray Train CPT of {model_path}: {plan.describe()}; data {data_dir}; Ray run {results / name}")
         results.mkdir(parents=True, exist_ok=True)
-        result = ray_launch.fit(WORKER_MODULE, to_dict(args), plan, name, results, extra={
+        result = ray_launch.fit(WORKER_MODULE, args_to_dict(args), plan, name, results, extra={
             "model_path": model_path, "model_flag": flag, "data_dir": str(data_dir), "results": str(results)})
     finally:
         ray_launch.shutdown_ray()

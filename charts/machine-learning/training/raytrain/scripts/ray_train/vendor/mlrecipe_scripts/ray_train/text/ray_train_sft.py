@@ -25,7 +25,6 @@ as in the reference.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,8 @@ from mlrecipe_scripts.hf_trainer.text_dataset import (
 from mlrecipe_scripts.ray_train.common import (
     DEFAULT_LORA_TARGETS,
     ScriptError,
+    args_from_dict,
+    args_to_dict,
     build_from_namespace,
     check_model_source,
     comma_list,
@@ -136,19 +137,6 @@ def parse_args(argv: list[str] | None = None) -> ScriptArguments:
     return build_from_namespace(ScriptArguments, parser.parse_args(argv), parser, nested=NESTED)
 
 
-def to_dict(args: ScriptArguments) -> dict[str, Any]:
-    """The arguments as plain data (what the driver ships to the workers); ``custom_converter`` is dropped."""
-    data = dataclasses.asdict(args)
-    data["hfdc"].pop("custom_converter", None)
-    return data
-
-
-def from_dict(data: dict[str, Any]) -> ScriptArguments:
-    """Inverse of :func:`to_dict`."""
-    data = dict(data)
-    return ScriptArguments(hfdc=HFDatasetConfig(**data.pop("hfdc")), **data)
-
-
 def check_dataset_source(config: HFDatasetConfig, data_dir: Path) -> None:
     """Fail early, before Ray starts, on a local dataset path that cannot work (unless data_dir is prepared)."""
     if (data_dir / ".data_ready").exists():
@@ -211,7 +199,7 @@ def train_worker(config: dict[str, Any]) -> None:
     )
     from mlrecipe_scripts.ray_train.ray_launch import worker_setup
 
-    args = from_dict(config["args"])
+    args = args_from_dict(ScriptArguments, config["args"])
     ctx = worker_setup(config)
     precision = ctx.precision
     model_path, flag, data_dir, results = config["model_path"], config["model_flag"], \
@@ -317,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"Ray Train SFT ({'full fine-tuning' if args.full_ft else 'LoRA'}) of {model_path}: {plan.describe()}; "
             f"data {data_dir}; Ray run {results / name}")
         results.mkdir(parents=True, exist_ok=True)
-        result = ray_launch.fit(WORKER_MODULE, to_dict(args), plan, name, results, extra={
+        result = ray_launch.fit(WORKER_MODULE, args_to_dict(args), plan, name, results, extra={
             "model_path": model_path, "model_flag": flag, "data_dir": str(data_dir), "results": str(results)})
     finally:
         ray_launch.shutdown_ray()
