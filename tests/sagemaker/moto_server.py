@@ -6,9 +6,11 @@ import os
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +31,19 @@ class Moto:
 
         return boto3.client(service, endpoint_url=self.url, region_name="us-east-1",
                             aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def configure(self, home: Path) -> Path:
+        """Write ``home``'s config.yaml: the SageMaker backend against this server (role, bucket, quick polls)."""
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.yaml").write_text(textwrap.dedent(f"""
+            sagemaker:
+              endpoint_url: {self.url}
+              region: us-east-1
+              role_arn: {ROLE}
+              s3_prefix: s3://{BUCKET}/runs
+              poll_seconds: 0.2
+            """))
+        return home
 
 
 def _free_port() -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import cli
-from tests.sagemaker.moto_server import BUCKET, ROLE, Moto, moto_server  # noqa: F401
+from tests.sagemaker.moto_server import BUCKET, Moto, moto_server  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -45,20 +45,8 @@ with open(os.environ["MLRECIPE_PIPELINE_DIR"] + "/got.txt", "w") as fh:
 """
 
 
-def _config(mlhome: Path, moto: Moto) -> None:
-    mlhome.mkdir(parents=True, exist_ok=True)
-    (mlhome / "config.yaml").write_text(textwrap.dedent(f"""
-        sagemaker:
-          endpoint_url: {moto.url}
-          region: us-east-1
-          role_arn: {ROLE}
-          s3_prefix: s3://{BUCKET}/runs
-          poll_seconds: 0.2
-        """))
-
-
 def test_pipeline_against_moto(tmp_path: Path, mlhome: Path, moto_server: Moto) -> None:  # noqa: F811
-    _config(mlhome, moto_server)
+    moto_server.configure(mlhome)
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(textwrap.dedent(PIPELINE))
     (tmp_path / "use.py").write_text(USE)

@@ -15,7 +15,7 @@ pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not insta
 from mlrecipe.backends.sagemaker import tagged
 from mlrecipe.errors import UserError
 from tests.integration.helpers import cli
-from tests.sagemaker.moto_server import BUCKET, ROLE, Moto, moto_server  # noqa: F401
+from tests.sagemaker.moto_server import ROLE, Moto, moto_server  # noqa: F401
 from tests.sagemaker.stubs import ACCOUNT, NOW, REGION, stubbed
 
 PIPELINE = """
@@ -40,19 +40,6 @@ PIPELINE = """
     """
 
 
-def _home(path: Path, moto: Moto) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "config.yaml").write_text(textwrap.dedent(f"""
-        sagemaker:
-          endpoint_url: {moto.url}
-          region: us-east-1
-          role_arn: {ROLE}
-          s3_prefix: s3://{BUCKET}/runs
-          poll_seconds: 0.2
-        """))
-    return path
-
-
 def _names(sm: object, method: str, key: str, field: str) -> set[str]:
     return {item[field] for item in getattr(sm, method)()[key]}
 
@@ -60,7 +47,7 @@ def _names(sm: object, method: str, key: str, field: str) -> set[str]:
 @pytest.mark.integration
 def test_uninstall_from_another_home_deletes_the_endpoint(tmp_path: Path, mlhome: Path,
                                                           moto_server: Moto) -> None:  # noqa: F811
-    _home(mlhome, moto_server)
+    moto_server.configure(mlhome)
     for release in ("hyb", "hyb-keep"):  # "hyb" is a prefix of the other release's names: tags tell them apart
         pipeline = tmp_path / f"{release}.yaml"
         pipeline.write_text(textwrap.dedent(PIPELINE.format(release=release)))
@@ -71,13 +58,13 @@ def test_uninstall_from_another_home_deletes_the_endpoint(tmp_path: Path, mlhome
     assert len(endpoints) == 2
     keep = next(n for n in endpoints if n.startswith("hyb-keep-"))
 
-    rerun = cli(_home(tmp_path / "other-home", moto_server), "run", str(tmp_path / "hyb.yaml"), timeout=180)
+    rerun = cli(moto_server.configure(tmp_path / "other-home"), "run", str(tmp_path / "hyb.yaml"), timeout=180)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr  # another home's re-run adopts, by tags and names
     assert "adopted: an earlier run of this plan created the job" in rerun.stdout, rerun.stdout
     assert len(sm.list_training_jobs()["TrainingJobSummaries"]) == 2
     assert _names(sm, "list_endpoints", "Endpoints", "EndpointName") == endpoints
 
-    fresh = _home(tmp_path / "fresh-home", moto_server)  # no state of either release here
+    fresh = moto_server.configure(tmp_path / "fresh-home")  # no state of either release here
     gone = cli(fresh, "uninstall", "sagemaker://default/hyb")
     assert gone.returncode == 0, gone.stdout + gone.stderr
     deleted = (endpoints - {keep}).pop()
