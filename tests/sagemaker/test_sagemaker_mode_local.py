@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import tarfile
 import textwrap
 import time
@@ -97,9 +98,8 @@ steps:
 """
 
 
-def test_lost_cli_then_resume_adopts_the_running_job(tmp_path: Path, mlhome: Path) -> None:
-    pipeline = tmp_path / "pipeline.yaml"
-    pipeline.write_text(SLEEPER)
+def _run_until_submitted(mlhome: Path, pipeline: Path) -> tuple[subprocess.Popen[str], Path]:
+    """``mlrecipe run`` of ``pipeline`` in local mode, returned once its training job is submitted (with the state)."""
     mlhome.mkdir(parents=True)
     (mlhome / "config.yaml").write_text("sagemaker: {mode: local, poll_seconds: 0.3}\n")
     driver = start_cli(mlhome, "run", str(pipeline))
@@ -108,6 +108,13 @@ def test_lost_cli_then_resume_adopts_the_running_job(tmp_path: Path, mlhome: Pat
     while "job_name" not in (state.read_text() if state.exists() else ""):
         assert time.monotonic() < deadline and driver.poll() is None, "the job was not submitted"
         time.sleep(0.2)
+    return driver, state
+
+
+def test_lost_cli_then_resume_adopts_the_running_job(tmp_path: Path, mlhome: Path) -> None:
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(SLEEPER)
+    driver, state = _run_until_submitted(mlhome, pipeline)
     driver.kill()  # a lost CLI: no chance to stop the job
     driver.wait()
     resumed = cli(mlhome, "resume", "smresume", timeout=120)
@@ -120,14 +127,7 @@ def test_lost_cli_then_resume_adopts_the_running_job(tmp_path: Path, mlhome: Pat
 def test_ctrl_c_stops_the_job(tmp_path: Path, mlhome: Path) -> None:
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(SLEEPER.replace('"5"', '"300"'))
-    mlhome.mkdir(parents=True)
-    (mlhome / "config.yaml").write_text("sagemaker: {mode: local, poll_seconds: 0.3}\n")
-    driver = start_cli(mlhome, "run", str(pipeline))
-    state = mlhome / "releases" / "local" / "default" / "smresume" / "state.json"
-    deadline = time.monotonic() + 60
-    while "job_name" not in (state.read_text() if state.exists() else ""):
-        assert time.monotonic() < deadline and driver.poll() is None, "the job was not submitted"
-        time.sleep(0.2)
+    driver, state = _run_until_submitted(mlhome, pipeline)
     driver.send_signal(signal.SIGINT)
     assert driver.wait(60) == 130
     job = json.loads(state.read_text())["steps"]["train"]["handle"]["job_name"]
