@@ -1,17 +1,17 @@
 """``framework: megatron`` ``data/prepare.py`` run for real: the chart tree's entry file as a process, shards from a
 real HTTP server on 127.0.0.1, 2 ranks under ``mpirun`` (or by hand), failures that must name rank and file and
-leave no manifest, and a ``kill -9`` mid-download whose re-run fetches only what was incomplete."""
+leave no manifest, and a ``kill -9`` mid-download after which ``mlrecipe resume`` fetches only what was incomplete."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.frameworks.megatron_data import (
@@ -23,10 +23,12 @@ from tests.frameworks.megatron_data import (
     prepare_command,
     run_prepare,
 )
+from tests.integration.helpers import cli, finish, release_processes, start_cli, wait_for
 
 pytest.importorskip("zstandard")
 pytest.importorskip("tokenizers")
 pytestmark = pytest.mark.integration
+RESUME_RELEASE = "megatron-data"
 
 
 @pytest.fixture(scope="module")
@@ -171,25 +173,42 @@ def test_a_bad_tokenizer_fails_naming_rank_and_file_before_any_download(corpus: 
     assert server.requests == [] and not (data / "manifest.json").exists()
 
 
-def test_kill_9_during_a_download_then_a_rerun_fetches_only_what_was_incomplete(corpus: Corpus,
-                                                                               tmp_path: Path) -> None:
-    data = tmp_path / "data"
+def _data_step_pipeline(folder: Path, server: ShardServer, corpus: Corpus, numbers: str) -> Path:
+    """A one-step pipeline: ``data/prepare.py`` on the MPI data-prep chart, writing to /fsx/<release>/data."""
+    args = _args(server, corpus, Path(f"/fsx/{RESUME_RELEASE}/data"), numbers)
+    (folder / "data.yaml").write_text(json.dumps({
+        "image": "nvcr.io/nvidia/pytorch:25.10-py3", "framework": "megatron",
+        "resources": {"nnodes": 1, "nproc_per_node": 1},
+        "launcher": {"type": "python", "script": "/etc/framework-scripts/data/prepare.py", "args": args}}))
+    pipeline = folder / "pipeline.yaml"
+    pipeline.write_text(json.dumps({"release": RESUME_RELEASE, "steps": [
+        {"name": "data", "chart": "data-prep/mpijob-data-process", "recipe": "data.yaml"}]}))
+    return pipeline
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_download_then_mlrecipe_resume_fetches_only_what_was_incomplete(corpus: Corpus,
+                                                                                       tmp_path: Path,
+                                                                                       mlhome: Path) -> None:
+    data = mlhome / "volumes" / "pv-fsx" / RESUME_RELEASE / "data"
     with ShardServer(corpus.shards, delay=0.02, chunk=2048) as server:  # about 0.7 s per shard
-        args = _args(server, corpus, data, "0-2")
-        proc = subprocess.Popen(prepare_command(*args), env=clean_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while not (data / "01.jsonl.zst.part").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert (data / "00.jsonl.zst.done").exists() and (data / "01.jsonl.zst.part").exists()
+        pipeline = _data_step_pipeline(tmp_path, server, corpus, "0-2")
+        run = start_cli(mlhome, "run", str(pipeline))
+        wait_for(lambda: (data / "01.jsonl.zst.part").exists() or run.poll() is not None, 60,
+                 "the download of shard 01")
+        steps = release_processes(RESUME_RELEASE, mlhome)
+        for proc in [*steps, psutil.Process(run.pid)]:  # the node crashes: the CLI goes with it
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGKILL)
+        finish(run, 30)
+        assert steps and (data / "00.jsonl.zst.done").exists() and (data / "01.jsonl.zst.part").exists()
         assert not (data / "01.jsonl.zst").exists() and not (data / "manifest.json").exists()
         assert server.count("00.jsonl.zst") == 1 and server.count("01.jsonl.zst") == 1
 
-        rerun = run_prepare(*args)
-        assert rerun.returncode == 0, rerun.stderr
+        resumed = cli(mlhome, "resume", RESUME_RELEASE, timeout=120)
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
         assert (server.count("00.jsonl.zst"), server.count("01.jsonl.zst"), server.count("02.jsonl.zst")) == (1, 2, 1)
-        assert "pile_00_text_document: complete, skipped" in rerun.stdout  # shard 00 went through every stage
+        log = cli(mlhome, "logs", RESUME_RELEASE, "data").stdout
+        assert "pile_00_text_document: complete, skipped" in log, log[-3000:]  # shard 00 went through every stage
     assert [p["file_number"] for p in _manifest(data)["prefixes"]] == [0, 1, 2]
     assert not list(data.glob("*.part"))
