@@ -112,9 +112,11 @@ def popen_created(pid: int) -> float:
 
 
 def timed(argv: list[str], env: dict[str, str], stamp: Path) -> Run:
+    """Run ``argv`` in its own session, as from a terminal: the job's supervisor has one too, and the kernel's
+    autogroup scheduler shares the CPU between sessions, so both sides get the same share on a loaded machine."""
     launch = time.time()
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, start_new_session=True)
     created = popen_created(proc.pid)
     out, _ = proc.communicate()
     if proc.returncode != 0:
