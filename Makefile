@@ -36,11 +36,12 @@ TRITON_STAMP := $(TRITON_VENV)/.installed
 KFP_VENV ?= .venv-kfp
 KFP_STAMP := $(KFP_VENV)/.installed
 
-.PHONY: help venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden docs scripts clean
+.PHONY: help envs venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden docs scripts clean
 
 help:
 	@echo "make demo        create the environment and run examples/quickstart locally"
 	@echo "make test        install everything needed and run lint + the whole test suite"
+	@echo "make envs        build every environment the tests use, side by side"
 	@echo "make test-fast   unit tests only (no real processes)"
 	@echo "make lint        ruff, then mypy over src/ (the contract, runner and spec strictly)"
 	@echo "make bench       benchmark scripts (figures printed, see README)"
@@ -158,8 +159,16 @@ lint: venv
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 
-test: venv serve-env triton-env nemo2-env kfp-env system-deps lint
-	$(BIN)/python -m pytest -q
+# Two xdist workers, one test file (or resource group, see tests/conftest.py) at a time each; the 25 slowest listed.
+PYTEST_PARALLEL ?= -n 2 --dist loadgroup --durations=25
+
+# Every environment the suite uses, built side by side (they are independent but for .venv-nemo2 on .venv).
+envs:
+	$(MAKE) --no-print-directory -j5 venv serve-env triton-env nemo2-env kfp-env system-deps
+
+test: envs
+	$(MAKE) --no-print-directory lint
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not integration"

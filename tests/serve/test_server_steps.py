@@ -59,7 +59,7 @@ def test_server_step_url_reaches_later_steps_and_outlives_the_cli(tmp_path: Path
         assert again.returncode == 0 and f"still serving at {url}" in again.stdout
     finally:
         run_cli(home, "uninstall", "websrv")
-    assert release_processes("websrv") == []
+    assert release_processes("websrv", home) == []
 
 
 def test_readiness_timeout_fails_with_the_last_log_lines(tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ def test_readiness_timeout_fails_with_the_last_log_lines(tmp_path: Path) -> None
     assert time.monotonic() - started < 30
     assert "was not ready after" in result.stdout and "/health" in result.stdout
     assert "loading weights..." in result.stdout  # the server's last log lines
-    assert release_processes("never") == []
+    assert release_processes("never", home) == []
     state = json.loads((home / "releases/local/default/never/state.json").read_text())
     assert state["state"] == "failed"
 

@@ -193,7 +193,7 @@ def test_uninstall_leaves_no_process(vllm_release: Release) -> None:
     assert any(p.name().startswith("VLLM::Engine") for p in tree), "the server should be running"
     result = run_cli(vllm_release.home, "uninstall", "llm")
     assert result.returncode == 0, result.stderr
-    assert release_processes("llm") == []
+    assert release_processes("llm", vllm_release.home) == []
     assert still_alive(tree) == []
     with pytest.raises(httpx.TransportError):
         httpx.get(vllm_release.url + "/health", timeout=2)
