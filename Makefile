@@ -159,8 +159,9 @@ lint: venv
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 
-# Two xdist workers, one test file (or resource group, see tests/conftest.py) at a time each; the 25 slowest listed.
-PYTEST_PARALLEL ?= -n 2 --dist loadgroup --durations=25
+# Two xdist workers, one test file at a time each, the slowest listed; then the Slurm tests in one process (their
+# files share one test cluster on fixed ports). Both always run; either failing fails the target.
+PYTEST_PARALLEL ?= -n 2 --dist loadfile --durations=25
 
 # Every environment the suite uses, built side by side (they are independent but for .venv-nemo2 on .venv).
 envs:
@@ -168,7 +169,9 @@ envs:
 
 test: envs
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --ignore=tests/slurm; parallel=$$?; \
+	$(BIN)/python -m pytest -q --durations=10 tests/slurm; slurm=$$?; \
+	exit $$(( parallel || slurm ))
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not integration"

@@ -7,8 +7,9 @@
   means a missing environment or tool. Skips that say a test needs an NVIDIA GPU (CI never has one), or that
   it cannot apply where the environment is complete (``KEPT_SKIPS``), stay skips.
 
-- ``make test`` runs the suite on two xdist workers, one test file at a time per worker (a module's fixtures are
-  made once); files that share one resource run on one worker: the Slurm tests (one test cluster on fixed ports).
+- ``make test`` runs the suite on two xdist workers, one test file at a time per worker (``--dist loadfile``: a
+  module's fixtures are made once), then ``tests/slurm`` in one process: its files share one test cluster on fixed
+  ports (xdist 3.8's ``loadgroup`` cannot group them: it renames ``item._nodeid``, which pytest 9 no longer reads).
 
 Test modules import helpers from plain modules (``tests/repo.py``, ``tests/golden.py``, a folder's helper module),
 never from another test module or a conftest.
@@ -55,20 +56,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if IN_CI:  # a module skipped for a missing environment is a collection error there: report it, run the rest
         config.option.continue_on_collection_errors = True
-
-
-#: Folders whose test files share one resource and run on the same xdist worker, one after another.
-SHARED_RESOURCE_GROUPS = {"tests/slurm/": "slurm-cluster"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group tests for ``--dist loadgroup``: by file, and a folder's files together where they share a resource."""
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        path = item.nodeid.split("::", 1)[0]
-        group = next((name for folder, name in SHARED_RESOURCE_GROUPS.items() if path.startswith(folder)), path)
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(hookwrapper=True)
