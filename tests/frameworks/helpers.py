@@ -6,8 +6,10 @@ module."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -99,9 +101,23 @@ def run_python(scripts: Path, script: str, args: list[str], home: Path, timeout:
                python: str | None = None, **env: str) -> Run:
     """``cd $SCRIPTS_DIR && python <script> <args>``."""
     start = time.monotonic()
-    proc = subprocess.run([python or sys.executable, script, *args], cwd=scripts, env=script_env(home, **env),
-                          capture_output=True, text=True, timeout=timeout)
+    proc = _run_group([python or sys.executable, script, *args], scripts, script_env(home, **env), timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+
+
+def _run_group(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` in a new session whose whole process group is killed on timeout (a launcher's ranks too:
+    killing only the launcher left a rank waiting in a collective)."""
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def run_accelerate(scripts: Path, script: str, args: list[str], home: Path, processes: int = 2,
@@ -115,8 +131,7 @@ def run_accelerate(scripts: Path, script: str, args: list[str], home: Path, proc
     cmd = [*launcher, *topology, "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
            "--main_process_port", str(free_port()), script, *args]
     start = time.monotonic()
-    proc = subprocess.run(cmd, cwd=scripts, env=script_env(home, **env), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = _run_group(cmd, scripts, script_env(home, **env), timeout)
     return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
