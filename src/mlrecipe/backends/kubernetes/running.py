@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
+from mlrecipe.backends.base import PollClock, RunningStep, StepOutcome, StepState
 from mlrecipe.backends.kubernetes import status
 from mlrecipe.backends.kubernetes.cluster import KubeClient
 from mlrecipe.backends.kubernetes.handle import KubernetesHandle
@@ -24,12 +24,11 @@ class KubernetesRunningStep(RunningStep[KubernetesHandle]):
         self.client = client
         self.step_dir = step_dir
         self.stuck_timeout = stuck_timeout
-        self.poll_seconds = poll_seconds
         self._outcome: StepOutcome | None = None
         self._stuck = ""
         self._last: dict[str, Any] | None = None
         self._stuck_since: float | None = None
-        self._next = 0.0
+        self._clock = PollClock(poll_seconds)
 
     def _copy_logs(self, pods: list[dict[str, Any]]) -> None:
         self.step_dir.mkdir(parents=True, exist_ok=True)
@@ -55,10 +54,8 @@ class KubernetesRunningStep(RunningStep[KubernetesHandle]):
     def poll(self) -> StepOutcome | None:
         if self._outcome is not None or not self.handle.kind or not self.handle.name:
             return self._outcome
-        now = time.monotonic()
-        if now < self._next:
+        if not self._clock.due():
             return None
-        self._next = now + self.poll_seconds
         obj = self.client.get_object(self.handle.kind, self.handle.name, self.handle.namespace)
         self._last = obj
         if obj is None:

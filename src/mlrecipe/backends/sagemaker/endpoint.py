@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
@@ -23,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from mlrecipe.backends.base import Plan, ReleaseContext, RunningStep, StepOutcome, StepState
+from mlrecipe.backends.base import Plan, PollClock, ReleaseContext, RunningStep, StepOutcome, StepState
 from mlrecipe.backends.host.contract import recipe_env
 from mlrecipe.backends.sagemaker import names
 from mlrecipe.backends.sagemaker.client import call, error_code
@@ -227,16 +226,13 @@ class EndpointRunningStep(RunningStep[SageMakerHandle]):
     def __init__(self, client: Any, handle: SageMakerHandle, poll_seconds: float) -> None:
         self.client = client
         self.handle = handle
-        self.poll_seconds = poll_seconds
         self.endpoint: dict[str, Any] | None = None
-        self._next = 0.0
+        self._clock = PollClock(poll_seconds)
         self._url: str | None = None
 
     def poll(self) -> StepOutcome | None:
-        now = time.monotonic()
-        if now < self._next:
+        if not self._clock.due():
             return None
-        self._next = now + self.poll_seconds
         name = self.handle.endpoint_name or ""
         self.endpoint = describe_endpoint(self.client, name)
         if self.endpoint is None:
