@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,10 +43,11 @@ def need_ray() -> None:
 
 
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free TCP port on 127.0.0.1, below the ephemeral range (another test's outgoing connections cannot take it
+    between this check and the launcher's bind)."""
+    from mlrecipe.backends.host.ports import free_port as below_ephemeral
+
+    return below_ephemeral()
 
 
 def read_jsonl(path: Path) -> list[dict]:

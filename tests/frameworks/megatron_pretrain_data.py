@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from mlrecipe.backends.host.ports import free_port
 from mlrecipe_scripts.megatron.data.fetch import sha256_file
 from mlrecipe_scripts.megatron.data.indexed import IndexedWriter
 
@@ -70,12 +70,6 @@ def run_pretrain(args: list[str], metrics: Path | None = None, timeout: float = 
     launcher = [sys.executable] if nproc == 1 else torchrun(nproc)
     return subprocess.run([*launcher, str(PRETRAIN), *args], capture_output=True, text=True, timeout=timeout,
                           env=script_env(metrics))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def torchrun(nproc: int) -> list[str]:

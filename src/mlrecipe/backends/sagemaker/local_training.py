@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from mlrecipe.backends.host.ports import free_port
 from mlrecipe.backends.sagemaker import local_processes as procs
 from mlrecipe.backends.sagemaker.local_channels import (
     S3ClientFactory,
@@ -35,12 +35,6 @@ CONTRACT_PREFIXES = ("PET_", "SM_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "LWS_", 
 CONTRACT_NAMES = {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                   "GROUP_RANK", "JOB_COMPLETION_INDEX", "CUDA_VISIBLE_DEVICES", "TRAINING_JOB_NAME", "CURRENT_HOST"}
 OK = {"ResponseMetadata": {"HTTPStatusCode": 200}}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _gpu_slices(hosts: int) -> list[list[int]]:
@@ -95,7 +89,7 @@ class LocalTraining:
         if checkpoint:
             source = _local_path(checkpoint.get("S3Uri", "")) or home / "checkpoints"
             mounts.append([str(source), checkpoint.get("LocalPath") or f"{OPT_ML}/checkpoints"])
-        port = str(_free_port())
+        port = str(free_port())
         hosts = []
         for i, (host, gpus) in enumerate(zip(names, _gpu_slices(len(names)), strict=True)):
             env = sm_env(request, host, names, len(gpus), os.cpu_count() or 1)
