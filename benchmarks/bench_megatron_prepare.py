@@ -9,6 +9,10 @@ run's data dir beforehand, so only the ``preprocess`` stage runs (streamed ``.zs
   set by hand (what ``mpirun`` gives them), the same shards; wall time from launch to the last exit (start-up and
   rank 0's manifest included), and the CPU seconds of the busiest rank (what two idle cores would give). Target:
   2 ranks / 1 rank >= 1.8x on 2 cores.
+* ``1 loop`` / ``2 loops at once``: the machine's own ceiling for this work, measured in the same rounds: the
+  megatron-core loop below in 1 process over all shards, and in 2 processes at once over each half, imported first
+  and started together (start-up excluded, so the ceiling is generous). Two busy vCPUs of a shared VM may not give
+  2x; the script's 2-rank ratio is also printed as a share of this ceiling.
 * ``script`` vs ``megatron-core loop``: the script's own per-shard preprocessing time (from its done-markers) with
   megatron-core's ``IndexedDatasetBuilder`` (``--writer megatron``) and with the built-in writer, against the minimal
   loop a user would write around megatron-core (its ``tools/preprocess_data.py`` is not in the wheel): zstandard's
@@ -114,7 +118,52 @@ def run_loop(work: Path, shards: list[Path], tokenizer: Path) -> tuple[float, fl
     return time.perf_counter() - start, time.process_time() - cpu_start, documents, tokens
 
 
+def _loop_child(work: Path, shards: list[Path], tokenizer: Path) -> None:
+    """``--loop-child``: import, say ready, wait for the go line on stdin, run :func:`run_loop`, print its figures."""
+    import megatron.core.datasets.indexed_dataset  # noqa: F401
+    import tokenizers  # noqa: F401
+    import zstandard  # noqa: F401
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    seconds, cpu, docs, toks = run_loop(work, shards, tokenizer)
+    print(json.dumps({"seconds": seconds, "cpu": cpu, "documents": docs, "tokens": toks}), flush=True)
+
+
+def run_loops_at_once(work: Path, shards: list[Path], tokenizer: Path, processes: int) -> tuple[float, int, int]:
+    """The machine's ceiling for this work: ``processes`` copies of the megatron-core loop, each on a contiguous
+    share of the shards (as the script's ranks split them), imported first and then started together; seconds from
+    the go to the last one's end (imports and start-up excluded), documents, tokens."""
+    bounds = [len(shards) * i // processes for i in range(processes + 1)]
+    procs = []
+    for i in range(processes):
+        share = [str(s) for s in shards[bounds[i]:bounds[i + 1]]]
+        procs.append(subprocess.Popen([sys.executable, __file__, "--loop-child", str(work / f"child-{i}"),
+                                       str(tokenizer), *share], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True, env={**os.environ, "OMP_NUM_THREADS": "1",
+                                                      "TOKENIZERS_PARALLELISM": "false"}))
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", "a loop child failed to start"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    figures = []
+    for proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"a loop child failed ({proc.returncode})")
+        figures.append(json.loads(out.strip().splitlines()[-1]))
+    return (max(f["seconds"] for f in figures), sum(f["documents"] for f in figures),
+            sum(f["tokens"] for f in figures))
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--loop-child"]:
+        out, tokenizer, *shard_paths = sys.argv[2:]
+        Path(out).mkdir(parents=True, exist_ok=True)
+        _loop_child(Path(out), [Path(s) for s in shard_paths], Path(tokenizer))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=6, help="the sample corpus dealt this many times over")
@@ -126,7 +175,7 @@ def main() -> int:
         tokenizer = sample_corpus.train_tokenizer(work / "tokenizer")
         import megatron.core.datasets.indexed_dataset  # noqa: F401  (imported once, outside every timing)
 
-        configs = ["1 rank", "2 ranks", "script megatron", "script builtin", "loop"]
+        configs = ["1 rank", "2 ranks", "script megatron", "script builtin", "loop", "1 loop", "2 loops at once"]
         results: dict[str, list[float]] = {c: [] for c in configs}
         busiest: dict[str, list[float]] = {c: [] for c in configs}  # CPU seconds (of the busiest rank)
         counts: dict[str, tuple[int, int]] = {}
@@ -136,6 +185,9 @@ def main() -> int:
                 if config == "loop":
                     seconds, cpu, docs, toks = run_loop(work, shards, tokenizer)
                     busiest[config].append(cpu)
+                elif config.endswith("loop") or config.endswith("at once"):
+                    seconds, docs, toks = run_loops_at_once(work, shards, tokenizer, int(config[0]))
+                    busiest[config].append(seconds)
                 elif config.startswith("script"):
                     _, _, manifest = run_script(work, shards, tokenizer, 1, config.split()[1])
                     seconds, docs, toks = manifest["shard_seconds"], manifest["documents"], manifest["tokens"]
@@ -157,6 +209,9 @@ def main() -> int:
                   f"{toks / median[config]:10.0f} tokens/s   (runs: {', '.join(f'{s:.2f}' for s in results[config])})")
         scaling = median["1 rank"] / median["2 ranks"]
         print(f"2 ranks / 1 rank (wall, start-up included): {scaling:.2f}x  (target >= 1.8x)")
+        ceiling = median["1 loop"] / median["2 loops at once"]
+        print(f"this machine's ceiling for the same work (2 megatron-core loops at once / 1, imports excluded): "
+              f"{ceiling:.2f}x; the script's 2 ranks reach {scaling / ceiling:.0%} of it")
         cpu_1, cpu_2 = (statistics.median(busiest[c]) for c in ("1 rank", "2 ranks"))
         print(f"2 ranks / 1 rank on idle cores (CPU s of 1 rank {cpu_1:.2f} / busiest of 2 ranks {cpu_2:.2f}): "
               f"{cpu_1 / cpu_2:.2f}x")
