@@ -71,9 +71,12 @@ def test_sagemaker_tasks_have_their_backend_typed_outputs_and_stable_names(mlhom
         assert inputs["endpoint"][key] == {"taskOutputParameter": {"outputParameterKey": key, "producerTask": "train"}}
     assert inputs["endpoint"]["inputs_from"]["runtimeValue"]["constant"] == {"model_artifacts": "train",
                                                                              "job_name": "train"}
-    # the client task gets the endpoint's URL (its args read $MLRECIPE_ENDPOINT_URL) as a typed input
-    assert inputs["client"]["url"] == {"taskOutputParameter": {"outputParameterKey": "url", "producerTask": "endpoint"}}
-    assert inputs["client"]["inputs_from"]["runtimeValue"]["constant"] == {"url": "endpoint"}
+    # the client task gets the endpoint's URL and name (its args read $MLRECIPE_ENDPOINT_URL and
+    # $MLRECIPE_ENDPOINT_ENDPOINT_NAME) as typed inputs
+    for key in ("endpoint_name", "url"):
+        assert inputs["client"][key] == {"taskOutputParameter": {"outputParameterKey": key, "producerTask": "endpoint"}}
+    assert inputs["client"]["inputs_from"]["runtimeValue"]["constant"] == {"endpoint_name": "endpoint",
+                                                                           "url": "endpoint"}
     assert inputs["client"]["model_artifacts"]["runtimeValue"]["constant"] == ""
     # A retried task plans the same job: release and namespace are constants, nothing of the run or the attempt
     for task in inputs.values():

@@ -88,9 +88,10 @@ def test_sagemaker_steps_keep_their_backend_and_pass_typed_outputs() -> None:
     assert [tasks[n].backend for n in tasks] == [None, "sagemaker", "sagemaker", None]
     assert tasks["train"].outputs == ("model_artifacts", "job_name")
     assert tasks["endpoint"].outputs == ("endpoint_name", "url")
-    # the endpoint's recipe names sagemaker.model_from; the client's args read $MLRECIPE_ENDPOINT_URL
+    # the endpoint's recipe names sagemaker.model_from; the client's args read $MLRECIPE_ENDPOINT_URL and
+    # $MLRECIPE_ENDPOINT_ENDPOINT_NAME (mode aws calls InvokeEndpoint by name)
     assert tasks["endpoint"].inputs == (("model_artifacts", "train"), ("job_name", "train"))
-    assert tasks["client"].inputs == (("url", "endpoint"),) and tasks["client"].typed
+    assert tasks["client"].inputs == (("endpoint_name", "endpoint"), ("url", "endpoint")) and tasks["client"].typed
     assert tasks["data"].inputs == () and not tasks["data"].typed
 
 
