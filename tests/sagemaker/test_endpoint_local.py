@@ -19,6 +19,7 @@ pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not insta
 from mlrecipe.backends.base import ReleaseContext, StepState
 from mlrecipe.backends.sagemaker.backend import SageMakerBackend
 from mlrecipe.backends.sagemaker.endpoint import artifacts_var
+from mlrecipe.backends.sagemaker.local_processes import group_members
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.spec.load import load_step_release
 
@@ -68,8 +69,12 @@ def test_local_endpoint_serves_then_uninstall_stops_it(tmp_path: Path, mlhome: P
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=10) as answer:
             assert json.loads(answer.read()) == {"predictions": [3, 6]}
+        [record] = (tmp_path / "sm" / "endpoints").glob("*/endpoint.json")
+        server = json.loads(record.read_text())["server"]
+        assert group_members(server[0]), "the server's host group is found while it serves"
     finally:
         backend.cancel_handle(running.handle)
+    assert group_members(server[0]) == [], "uninstall returned while a process of the server's host still ran"
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{outcome.url}/ping", timeout=5)
     assert not backend.handle_alive(running.handle)

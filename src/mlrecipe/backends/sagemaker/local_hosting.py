@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -214,18 +213,14 @@ class LocalHosting:
         return out
 
     def delete_endpoint(self, EndpointName: str) -> dict[str, Any]:
-        """DeleteEndpoint: the server is stopped (SIGTERM, SIGKILL after 5 s) and the endpoint forgotten."""
+        """DeleteEndpoint: the server is stopped (SIGTERM, SIGKILL after 5 s; every process of its host gone) and
+        the endpoint forgotten."""
         record = self._endpoints.read(EndpointName)
         if record is None:
             raise _missing("endpoint", EndpointName, "DeleteEndpoint")
         server = record.get("server")
         if server:
-            procs.signal_group(server, signal.SIGTERM)
-            deadline = time.monotonic() + 5
-            while procs.alive(server) and time.monotonic() < deadline:
-                self._servers  # noqa: B018 (reaps a server this client started)
-                time.sleep(0.05)
-            procs.kill_host(server)
+            procs.end_host(server, 5.0, reap=lambda: self._servers)  # returns when no server process holds the port
         with self._endpoints.locked():
             shutil.rmtree(self._endpoints.home(EndpointName), ignore_errors=True)
         return dict(OK)

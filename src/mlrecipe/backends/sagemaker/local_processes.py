@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
@@ -48,6 +50,42 @@ def kill_host(ident: list[int]) -> None:
             os.kill(ident[0], signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(ident[0], signal.SIGKILL)
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``: a host's processes still hold its sockets and
+    files for a moment after its ``unshare`` leader is gone."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def end_host(ident: list[int], grace: float, reap: Callable[[], object] = lambda: None) -> None:
+    """Stop a host and return once none of its processes runs: SIGTERM to its group, up to ``grace`` seconds,
+    then SIGKILL (``reap`` is called while waiting, so that a host started by this process is reaped)."""
+    signal_group(ident, signal.SIGTERM)
+    _wait_group_gone(ident, grace, reap)
+    kill_host(ident)
+    if group_members(ident[0]):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(ident[0], signal.SIGKILL)
+    _wait_group_gone(ident, 5.0, reap)
+
+
+def _wait_group_gone(ident: list[int], timeout: float, reap: Callable[[], object]) -> None:
+    deadline = time.monotonic() + timeout
+    while (alive(ident) or group_members(ident[0])) and time.monotonic() < deadline:
+        reap()
+        time.sleep(0.05)
 
 
 def host_argv(host: str, mounts: list[tuple[str, str]], argv: list[str]) -> list[str]:
