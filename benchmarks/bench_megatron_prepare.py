@@ -168,6 +168,8 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=6, help="the sample corpus dealt this many times over")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
+    parser.add_argument("--scaling-only", action="store_true",
+                        help="only 1 vs 2 ranks and the machine's ceiling (more rounds in the same time)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-megatron-"))
     try:
@@ -175,7 +177,9 @@ def main() -> int:
         tokenizer = sample_corpus.train_tokenizer(work / "tokenizer")
         import megatron.core.datasets.indexed_dataset  # noqa: F401  (imported once, outside every timing)
 
-        configs = ["1 rank", "2 ranks", "script megatron", "script builtin", "loop", "1 loop", "2 loops at once"]
+        configs = ["1 rank", "2 ranks", "1 loop", "2 loops at once"]
+        if not args.scaling_only:
+            configs += ["script megatron", "script builtin", "loop"]
         results: dict[str, list[float]] = {c: [] for c in configs}
         busiest: dict[str, list[float]] = {c: [] for c in configs}  # CPU seconds (of the busiest rank)
         counts: dict[str, tuple[int, int]] = {}
@@ -199,7 +203,7 @@ def main() -> int:
                 results[config].append(seconds)
                 counts[config] = (docs, toks)
         assert len(set(counts.values())) == 1, f"the runs saw different data: {counts}"
-        docs, toks = counts["loop"]
+        docs, toks = counts["1 rank"]
         load = os.getloadavg()[0]
         print(f"{args.shards} shards, {docs} documents, {toks} tokens; {os.cpu_count()} CPUs, load average {load:.1f}; "
               f"median of {args.repeats} runs each")
@@ -212,9 +216,18 @@ def main() -> int:
         ceiling = median["1 loop"] / median["2 loops at once"]
         print(f"this machine's ceiling for the same work (2 megatron-core loops at once / 1, imports excluded): "
               f"{ceiling:.2f}x; the script's 2 ranks reach {scaling / ceiling:.0%} of it")
+        per_round = [(one / two, one_loop / two_loops) for one, two, one_loop, two_loops in zip(
+            results["1 rank"], results["2 ranks"], results["1 loop"], results["2 loops at once"], strict=True)]
+        print("per round, 2 ranks / 1 rank vs the ceiling measured beside it: "
+              + ", ".join(f"{a:.2f}x/{b:.2f}x" for a, b in per_round)
+              + f"; medians {statistics.median(a for a, _ in per_round):.2f}x / "
+              f"{statistics.median(b for _, b in per_round):.2f}x, share of the ceiling "
+              f"{statistics.median(a / b for a, b in per_round):.0%}")
         cpu_1, cpu_2 = (statistics.median(busiest[c]) for c in ("1 rank", "2 ranks"))
         print(f"2 ranks / 1 rank on idle cores (CPU s of 1 rank {cpu_1:.2f} / busiest of 2 ranks {cpu_2:.2f}): "
               f"{cpu_1 / cpu_2:.2f}x")
+        if args.scaling_only:
+            return 0
         cpu = {c: statistics.median(v) for c, v in busiest.items()}
         for writer in ("megatron", "builtin"):
             ratio, cpu_ratio = (m["loop"] / m[f"script {writer}"] for m in (median, cpu))
