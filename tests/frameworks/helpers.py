@@ -45,7 +45,7 @@ def need_ray() -> None:
 def free_port() -> int:
     """A free TCP port on 127.0.0.1, below the ephemeral range (another test's outgoing connections cannot take it
     between this check and the launcher's bind)."""
-    from mlrecipe.backends.host.ports import free_port as below_ephemeral
+    from mlrecipe.ports import free_port as below_ephemeral
 
     return below_ephemeral()
 

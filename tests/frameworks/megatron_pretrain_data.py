@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlrecipe.backends.host.ports import free_port
+from mlrecipe.ports import free_port
 from mlrecipe_scripts.megatron.data.fetch import sha256_file
 from mlrecipe_scripts.megatron.data.indexed import IndexedWriter
 

@@ -21,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from mlrecipe.backends.host.ports import free_port
+from mlrecipe.ports import free_port
 from tests.integration.helpers import cli, release_processes
 from tests.repo import EXAMPLES
 

@@ -80,7 +80,7 @@ def write(path: Path, text: str) -> Path:
 def start_server(model: Path, name: str, log: Path, engine: str, *extra: str,
                  timeout: float = 300) -> tuple[subprocess.Popen, str]:
     """``python -m mlrecipe.serve --engine ENGINE`` on 127.0.0.1 (a free port), once its /health answers."""
-    from mlrecipe.backends.host.ports import free_port
+    from mlrecipe.ports import free_port
 
     port = free_port()
     with open(log, "wb") as out:

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from mlrecipe.backends.host import ports
+from mlrecipe import ports
 
 
 def test_the_port_is_below_the_ephemeral_range_and_bindable() -> None:

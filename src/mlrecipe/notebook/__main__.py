@@ -7,7 +7,6 @@ import argparse
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,15 +16,9 @@ from typing import cast
 from mlrecipe.notebook.authproxy import AuthProxy
 from mlrecipe.notebook.certs import self_signed
 from mlrecipe.notebook.htpasswd import Htpasswd
+from mlrecipe.ports import free_port
 
 HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def jupyter_token(state: Path) -> tuple[str, str]:
@@ -102,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     users = Htpasswd.parse(args.htpasswd.read_text(encoding="utf-8"))
     cert, key = self_signed(args.state_dir / "tls")
     token, token_at = jupyter_token(args.state_dir)
-    tb_port = free_port()
+    tb_port = free_port(HOST)
     proxy = AuthProxy(HOST, args.tensorboard_port, tb_port, users, cert, key)
     proxy.start()
     children = start_children(args, cert, key, token, tb_port)

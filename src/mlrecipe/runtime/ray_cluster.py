@@ -66,7 +66,8 @@ def dashboard_problem() -> str | None:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
+    """A TCP port free on 127.0.0.1 now, as the kernel picks it (this file is shipped alone, where
+    ``mlrecipe.ports`` may not be importable; Ray binds it at once)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

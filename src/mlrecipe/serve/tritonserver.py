@@ -22,9 +22,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import sys
 from pathlib import Path
+
+from mlrecipe.ports import free_port
 
 #: Options whose values this launcher sets (their ``--opt=value`` / ``--opt value`` forms are dropped).
 _ADDRESS_OPTS = ("--http-address", "--grpc-address", "--metrics-address")
@@ -58,12 +59,6 @@ def prepare_python_backend(home: Path, version: str | None = None) -> Path:
     return target
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
 def _strip(args: list[str], names: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
     """``args`` without the options in ``names`` (both ``--x=v`` and ``--x v``), and the values they had."""
     out: list[str] = []
@@ -89,8 +84,8 @@ def server_argv(args: list[str], home: Path, env: dict[str, str]) -> tuple[list[
     if env.get("MLRECIPE_SERVER_PORT"):
         args, _ = _strip(args, _PORT_OPTS)
         ports = {"--http-port": int(env["MLRECIPE_SERVER_PORT"]),
-                 "--grpc-port": int(env.get("MLRECIPE_TRITON_GRPC_PORT") or free_port()),
-                 "--metrics-port": int(env.get("MLRECIPE_TRITON_METRICS_PORT") or free_port())}
+                 "--grpc-port": int(env.get("MLRECIPE_TRITON_GRPC_PORT") or free_port(HOST)),
+                 "--metrics-port": int(env.get("MLRECIPE_TRITON_METRICS_PORT") or free_port(HOST))}
     else:
         _, given = _strip(args, _PORT_OPTS)
         defaults = {"--http-port": 8000, "--grpc-port": 8001, "--metrics-port": 8002}

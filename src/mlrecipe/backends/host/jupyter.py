@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.host.launches import HostLaunch
-from mlrecipe.backends.host.ports import free_port
 from mlrecipe.notebook.htpasswd import Htpasswd, HtpasswdError
+from mlrecipe.ports import free_port
 from mlrecipe.spec.load import StepSpec
 
 COMMAND = ["python3", "-m", "mlrecipe.notebook"]

@@ -23,7 +23,6 @@ from mlrecipe.backends.base import Backend, ReleaseContext
 from mlrecipe.backends.host.devices import Gpu, neuron_devices, visible_gpus
 from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
 from mlrecipe.backends.host.launches import launch_problems
-from mlrecipe.backends.host.ports import free_port
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
 from mlrecipe.backends.host.serving import health_problem, server_problems
 from mlrecipe.backends.host.volumes import mount_problems, prepare_mounts
@@ -36,6 +35,7 @@ from mlrecipe.backends.local.options import RANKS_PER_CPU, LocalOptions
 from mlrecipe.backends.local.plan import LocalPlan, LocalSlots, render
 from mlrecipe.backends.local.running import LocalRunningStep
 from mlrecipe.errors import BackendError, LinkedPathError
+from mlrecipe.ports import free_port
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 

@@ -14,16 +14,21 @@ HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "
                '[ -z "$h" ] || hostname "$h"; exec "$@"')
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot, or None when it is gone (a zombie counts as gone)."""
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state first), or None when the process is
+    gone or a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
+    return None if fields[0] == "Z" else fields
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot, or None when it is gone (a zombie counts as gone)."""
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
 
 
 def identity(pid: int) -> list[int]:
@@ -57,15 +62,10 @@ def group_members(pgid: int) -> list[int]:
     files for a moment after its ``unshare`` leader is gone."""
     members = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
+        if entry.name.isdigit():
+            fields = _stat_fields(entry.name)
+            if fields is not None and int(fields[2]) == pgid:
+                members.append(int(entry.name))
     return members
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from mlrecipe.backends.host.ports import free_port
 from mlrecipe.backends.sagemaker import local_processes as procs
 from mlrecipe.backends.sagemaker.local_channels import (
     S3ClientFactory,
@@ -29,6 +28,7 @@ from mlrecipe.backends.sagemaker.local_job import describe, fail, new_record, se
 from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, not_found, write_json
 from mlrecipe.backends.sagemaker.local_tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
 from mlrecipe.backends.sagemaker.service_model import validate_request
+from mlrecipe.ports import free_port
 
 DEFAULT_MAX_RUN = 86400
 CONTRACT_PREFIXES = ("PET_", "SM_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "LWS_", "TORCHELASTIC_", "MLRECIPE_RUN_ID")
