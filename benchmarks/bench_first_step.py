@@ -49,7 +49,6 @@ import platform
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -63,6 +62,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from mlrecipe.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "assets" / "first_step.py"
@@ -246,12 +247,6 @@ def tagged_processes(tag: str) -> list[psutil.Process]:
             if p.environ().get(TAG_VAR) == tag and p.status() != psutil.STATUS_ZOMBIE:
                 found.append(p)
     return found
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def nvidia_gpus() -> list[str]:

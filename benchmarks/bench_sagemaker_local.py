@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_pipeline_plan import plan_once  # this folder is the script's first import path
+
+from mlrecipe.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -122,12 +123,6 @@ def timed(argv: list[str], env: dict[str, str], stamp: Path) -> Run:
     if proc.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({proc.returncode}):\n{out.decode(errors='replace')[-3000:]}")
     return Run(launch, created, json.loads(stamp.read_text()))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def first_step_by_hand(stamp: Path) -> Run:

@@ -35,7 +35,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,16 +44,11 @@ from pathlib import Path
 
 import httpx
 
+from mlrecipe.ports import free_port
 from mlrecipe.serve.placement import SWITCH_VAR, VLLM_BIND_VAR, CpuPlacement, cpu_list, pin_all_threads
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "examples" / "quickstart" / "scripts"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def build_model(root: Path) -> Path:

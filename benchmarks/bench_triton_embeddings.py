@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,13 +34,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from mlrecipe.ports import free_port  # noqa: E402
 from tests.integration.triton_models import WORDS, add_model, build_model  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(kind: str, model: Path, repo: Path, log: Path, triton_env: Path,

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from mlrecipe.ports import free_port
+
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 BUCKET = "mlrecipe-test"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExec"
@@ -46,19 +48,13 @@ class Moto:
         return home
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def moto_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Moto]:
     """A moto server process for one test (its state dies with it), with a bucket; credentials are dummies."""
     pytest.importorskip("moto.server", reason="moto[server] is not installed (pip install 'moto[server]')")
     for key, value in CREDENTIALS.items():
         monkeypatch.setenv(key, value)
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **CREDENTIALS})
     try:
