@@ -35,6 +35,15 @@ def test_a_malformed_address_is_exit_2_saying_why(mlhome: Path, verb: list[str],
     assert f"error: release address '{address}'" in result.output and why in result.output
 
 
+def test_resume_of_a_release_this_home_lacks_says_how_to_adopt_it(mlhome: Path) -> None:
+    result = CliRunner().invoke(app, ["resume", "elsewhere"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"error: release 'elsewhere' not found in {mlhome}" in text
+    assert "Run its pipeline again (mlrecipe run FILE" in text and "adopted, never started twice" in text
+    assert not mlhome.exists()
+
+
 def plant_truncated(mlhome: Path) -> Path:
     directory = mlhome / "releases" / "local" / "default" / "rel"
     directory.mkdir(parents=True)

@@ -131,7 +131,11 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
     try:
         found = one_record(release, namespace, backend)
         if found is None:
-            return fail(f"release '{release}' not found (see 'mlrecipe list')")
+            from mlrecipe.config import mlrecipe_home
+
+            return fail(f"release '{release}' not found in {mlrecipe_home()} (see 'mlrecipe list'). Started from "
+                        "another machine or MLRECIPE_HOME? Run its pipeline again (mlrecipe run FILE, the same "
+                        "--set and -B): its SageMaker jobs are found by their tags and adopted, never started twice")
         with driving(found.directory, found.address):
             record = read_record(found.directory / STATE_FILE)  # as it is now that no other driver runs
             if record.state is StepState.SUCCEEDED:
