@@ -160,9 +160,11 @@ lint: venv
 	$(BIN)/mypy
 
 # Two xdist workers, one test file at a time each, the slowest listed; the tests that failed there run again alone
-# (a test that passes only alone is a side-by-side flake, left in the log: one accelerate PPO launch hung once).
-# tests/slurm is one unit of work there (its files share one test cluster on fixed ports: see tests/conftest.py),
-# run by one worker beside the other's files, never beside two.
+# (a test that passes only alone is a side-by-side flake, left in the log: one accelerate PPO launch hung once);
+# then the Slurm tests in one process (their files share one test cluster on fixed ports). Tried and measured in
+# fresh clones: beside both workers (3 at once) they took 4 minutes off; as one unit inside the xdist run (2 at
+# once) they took 1 minute longer. Both times a Slurm Ray worker's raylet missed Ray's fixed 30 s registration
+# deadline under the load. Both parts always run; either failing fails the target.
 PYTEST_PARALLEL ?= -n 2 --dist loadfile --durations=25
 
 # Every environment the suite uses, built side by side (they are independent but for .venv-nemo2 on .venv);
@@ -172,9 +174,11 @@ envs:
 
 test:
 	$(MAKE) --no-print-directory -j6 venv serve-env triton-env nemo2-env kfp-env system-deps lint
-	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) || { \
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --ignore=tests/slurm || { \
 	  echo "--- the failed tests again, alone: one that passes only alone failed side by side (see above) ---"; \
-	  $(BIN)/python -m pytest -q --last-failed --last-failed-no-failures all; }
+	  $(BIN)/python -m pytest -q --last-failed --last-failed-no-failures all --ignore=tests/slurm; }; parallel=$$?; \
+	$(BIN)/python -m pytest -q --durations=10 tests/slurm; slurm=$$?; \
+	exit $$(( parallel || slurm ))
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not integration"

@@ -8,9 +8,8 @@
   it cannot apply where the environment is complete (``KEPT_SKIPS``), stay skips.
 
 - ``make test`` runs the suite on two xdist workers, one test file at a time per worker (``--dist loadfile``: a
-  module's fixtures are made once). The files of ``tests/slurm`` share one test cluster on fixed ports, so under
-  ``loadfile`` they form one unit of work that a single worker runs (``pytest_xdist_make_scheduler`` below; xdist
-  3.8's ``loadgroup`` cannot group them: it renames ``item._nodeid``, which pytest 9 no longer reads).
+  module's fixtures are made once), then ``tests/slurm`` in one process: its files share one test cluster on fixed
+  ports (xdist 3.8's ``loadgroup`` cannot group them: it renames ``item._nodeid``, which pytest 9 no longer reads).
 
 Test modules import helpers from plain modules (``tests/repo.py``, ``tests/golden.py``, a folder's helper module),
 never from another test module or a conftest.
@@ -57,25 +56,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if IN_CI:  # a module skipped for a missing environment is a collection error there: report it, run the rest
         config.option.continue_on_collection_errors = True
-
-
-#: Test folders whose files must run in one worker (they share a session fixture bound to fixed ports).
-ONE_WORKER_FOLDERS = ("tests/slurm/",)
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """Under ``--dist loadfile``: a file is a unit of work, except that each folder of ``ONE_WORKER_FOLDERS`` is one
-    unit as a whole (xdist sends the units with the most tests first, so that one starts early)."""
-    if config.getoption("dist", None) != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class FileOrFolderScheduling(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            folder = next((f for f in ONE_WORKER_FOLDERS if nodeid.startswith(f)), None)
-            return folder or super()._split_scope(nodeid)
-
-    return FileOrFolderScheduling(config, log)  # type: ignore[arg-type]
 
 
 @pytest.hookimpl(hookwrapper=True)
