@@ -28,6 +28,7 @@ def vllm_release(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
           args:
             - --model {tiny_model}
             - --served-model-name tiny
+            - --enforce-eager
             - --max-inflight 4
             - --max-body-bytes 65536
             - --chat-template {EXAMPLES / "quickstart" / "chat_template.jinja"}

@@ -77,12 +77,19 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+#: vLLM's CPU build spends 30-40 s of each engine start compiling the model (torch.compile, saved under
+#: ~/.cache/vllm), which these tests' few requests never win back: their servers and engines run eagerly.
+EAGER = ("--enforce-eager",)
+
+
 def start_server(model: Path, name: str, log: Path, engine: str, *extra: str,
                  timeout: float = 300) -> tuple[subprocess.Popen, str]:
-    """``python -m mlrecipe.serve --engine ENGINE`` on 127.0.0.1 (a free port), once its /health answers."""
+    """``python -m mlrecipe.serve --engine ENGINE`` on 127.0.0.1 (a free port), once its /health answers (vLLM
+    eager: see :data:`EAGER`)."""
     from mlrecipe.ports import free_port
 
     port = free_port()
+    extra = (*EAGER, *extra) if engine == "vllm" else extra
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(serve_python()), "-m", "mlrecipe.serve", "--engine", engine, "--model",
                                  str(model), "--served-model-name", name, "--port", str(port), *extra],
@@ -145,6 +152,7 @@ def rayserve_recipe(model: Path) -> str:
             model: {model}
             served_model_name: tiny
             max_model_len: 128
+            enforce_eager: true
         """)
 
 
@@ -156,7 +164,7 @@ def framework_recipe(model: Path, framework: str, **engine: object) -> str:
     """A serving/rayserve recipe in the reference's form that loads ``openai_api`` from /etc/framework-scripts."""
     config = {"served_model_name": "tiny", "model": str(model), "tokenizer": str(model), "max_model_len": 128,
               "chat_template": str(EXAMPLES / "quickstart" / "chat_template.jinja"), "enable_log_requests": False,
-              "disable_log_stats": True, **engine}
+              "disable_log_stats": True, "enforce_eager": True, **engine}
     return textwrap.dedent(f"""
         image: {RAY_IMAGE}
         framework: {framework}

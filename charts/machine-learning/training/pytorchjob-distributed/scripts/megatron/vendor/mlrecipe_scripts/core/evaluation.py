@@ -90,12 +90,15 @@ def generate_with_vllm(model_dir: Path, prompts: list[str], settings: Any, sampl
         log(f"note: --tensor_parallel_size={settings.tensor_parallel_size} but {gpus} GPU(s) here: using {tp}")
     config = json.loads((model_dir / "config.json").read_text())
     max_len = min(settings.max_model_len, int(config.get("max_position_embeddings") or settings.max_model_len))
-    dtype, memory = settings.dtype, settings.gpu_memory_utilization
+    dtype, memory, eager = settings.dtype, settings.gpu_memory_utilization, False
     if not gpus:  # vLLM's CPU backend: the "GPU" memory fraction reserves host memory for the KV cache
         dtype = "auto" if dtype == "bfloat16" else dtype
         memory = min(memory, float(os.environ.get("MLRECIPE_VLLM_CPU_MEMORY_FRACTION", "0.2")))
-        log(f"note: vLLM on CPU: dtype {dtype}, reserving {memory:.0%} of host memory for the KV cache")
-    llm = LLM(model=str(model_dir), tokenizer=str(model_dir), tensor_parallel_size=tp,
+        eager = os.environ.get("MLRECIPE_VLLM_CPU_COMPILE", "") != "1"
+        log(f"note: vLLM on CPU: dtype {dtype}, reserving {memory:.0%} of host memory for the KV cache"
+            + (", eager (compiling takes 30 s or more at start; MLRECIPE_VLLM_CPU_COMPILE=1 compiles)" if eager
+               else ""))
+    llm = LLM(model=str(model_dir), tokenizer=str(model_dir), tensor_parallel_size=tp, enforce_eager=eager,
               gpu_memory_utilization=memory, max_model_len=max_len, dtype=dtype, disable_log_stats=True)
     params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
                             max_tokens=sampling.max_tokens)
