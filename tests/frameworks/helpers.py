@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from mlrecipe.ports import free_port  # below the ephemeral range: for launchers' master ports
 from tests.repo import BIN, REPO
 
 ACCELERATE_SCRIPTS = REPO / "charts" / "machine-learning" / "training" / "pytorchjob-distributed" / "scripts" / \
@@ -40,14 +41,6 @@ def need_ray() -> None:
     need_ml_stack()
     pytest.importorskip("ray.train.torch")
     pytest.importorskip("psutil")
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1, below the ephemeral range (another test's outgoing connections cannot take it
-    between this check and the launcher's bind)."""
-    from mlrecipe.ports import free_port as below_ephemeral
-
-    return below_ephemeral()
 
 
 def read_jsonl(path: Path) -> list[dict]:

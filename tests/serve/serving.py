@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from mlrecipe.ports import free_port
 from tests.repo import BIN, EXAMPLES, REPO, cli_env
 
 SERVE_ENV = Path(os.environ.get("MLRECIPE_SERVE_ENV") or REPO / ".venv-vllm")
@@ -86,8 +87,6 @@ def start_server(model: Path, name: str, log: Path, engine: str, *extra: str,
                  timeout: float = 300) -> tuple[subprocess.Popen, str]:
     """``python -m mlrecipe.serve --engine ENGINE`` on 127.0.0.1 (a free port), once its /health answers (vLLM
     eager: see :data:`EAGER`)."""
-    from mlrecipe.ports import free_port
-
     port = free_port()
     extra = (*EAGER, *extra) if engine == "vllm" else extra
     with open(log, "wb") as out:
