@@ -160,12 +160,13 @@ lint: venv
 	$(BIN)/mypy
 
 # Two xdist workers, one test file at a time each, the slowest listed; the tests that failed there run again alone
-# (a test that passes only alone is a side-by-side flake, left in the log: one accelerate PPO launch hung once);
-# then the Slurm tests in one process (their files share one test cluster on fixed ports). Tried and measured in
-# fresh clones: beside both workers (3 at once) they took 4 minutes off; as one unit inside the xdist run (2 at
-# once) they took 1 minute longer. Both times a Slurm Ray worker's raylet missed Ray's fixed 30 s registration
-# deadline under the load. A third xdist worker is slower too (2026-11-27: 31:25 against 29:14, one Ray test timed
-# out): both cores are busy throughout. Both parts always run; either failing fails the target.
+# (a test that passes only alone is a side-by-side flake, left in the log: one accelerate PPO launch hung once).
+# The Slurm tests run in their own process (their files share one test cluster on fixed ports): those without Ray
+# beside the workers (their log follows the workers'), the Ray ones (-m ray) after them. Tried and measured in fresh
+# clones: all of them beside both workers took 4 minutes off, but twice a Slurm Ray worker's raylet missed Ray's
+# fixed 30 s registration deadline under the load; as one unit inside the xdist run (2 at once) they took 1 minute
+# longer. A third xdist worker is slower too (2026-11-27: 31:25 against 29:14, one Ray test timed out): both cores
+# are busy throughout. Every part always runs; any failing fails the target.
 PYTEST_PARALLEL ?= -n 2 --dist loadfile --durations=25
 
 # Every environment the suite uses, built side by side (they are independent but for .venv-nemo2 on .venv);
@@ -175,11 +176,15 @@ envs:
 
 test:
 	$(MAKE) --no-print-directory -j6 venv serve-env triton-env nemo2-env kfp-env system-deps lint
+	beside_log=$$(mktemp); \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not ray" --durations=10 tests/slurm >$$beside_log 2>&1 & beside=$$!; \
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --ignore=tests/slurm || { \
 	  echo "--- the failed tests again, alone: one that passes only alone failed side by side (see above) ---"; \
 	  $(BIN)/python -m pytest -q --last-failed --last-failed-no-failures all --ignore=tests/slurm; }; parallel=$$?; \
-	$(BIN)/python -m pytest -q --durations=10 tests/slurm; slurm=$$?; \
-	exit $$(( parallel || slurm ))
+	wait $$beside; beside=$$?; echo "--- the Slurm tests without Ray, run beside the workers ---"; \
+	cat $$beside_log; rm -f $$beside_log; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m ray --durations=10 tests/slurm; slurm=$$?; \
+	exit $$(( parallel || beside || slurm ))
 
 test-fast: venv
 	$(BIN)/python -m pytest -q -m "not integration"

@@ -178,6 +178,7 @@ def test_server_job_not_ready_in_time_is_cancelled_with_its_log(tmp_path: Path, 
     wait_for(lambda: job_field(slurm_cluster, job, "JobState") == "CANCELLED", 60, "the server job cancelled")
 
 
+@pytest.mark.ray
 def test_rayserve_recipe_runs_as_a_job(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster, tiny_model: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A reference RayService recipe, unchanged, as a Slurm job: Ray Serve + vLLM on the node, OpenAI API."""

@@ -1,6 +1,7 @@
 """RayJob charts on Slurm: the head on the batch host, one Ray worker node per allocated node started with
 ``srun ... ray start --block``, the job's command submitted to the head as a Ray job (the Ray Jobs API) where the
-Ray that runs it has its dashboard (``ray[default]``), else run as the driver; nothing of Ray is left after."""
+Ray that runs it has its dashboard (``ray[default]``), else run as the driver; nothing of Ray is left after, its
+worker nodes' temp dirs included."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ import pytest
 from mlrecipe.backends.host.images import serving_environment
 from tests.integration.helpers import cli
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.usefixtures("slurm_cluster")]
 JOB = Path(__file__).resolve().parents[1] / "integration" / "assets" / "ray_job.py"
 
 
@@ -47,6 +49,7 @@ process:
     - {{name: HOME, value: "/efs/home/{{{{ .Release.Name }}}}"}}{env}
   command: [python3, {JOB}, data, --out $HOME/report.json]
 """)
+    started = time.time()
     done = cli(mlhome, "install", "rd", "data-prep/ray-data-process", "-f", str(recipe), "-b", "slurm", timeout=400)
     log = cli(mlhome, "logs", "slurm://default/rd").stdout
     assert done.returncode == 0, done.stdout[-2000:] + log[-3000:]
@@ -54,6 +57,8 @@ process:
     assert report["nodes"] == 3 and report["task_nodes"] == 2, report
     assert report["sum_of_squares"] == sum(i * i for i in range(1000))
     assert "2 x workers (1 CPU, 0 GPU each)" in log and "Ray cluster stopped" in log
+    worker_dirs = [p.name for p in Path("/tmp/mlrecipe-ray").glob("*") if p.stat().st_mtime >= started]
+    assert not worker_dirs, "each Ray worker node's temp dir goes when its node stops"
     if _has_dashboard(bin_dir):  # submitted as a Ray job, as under KubeRay
         assert report["submission_id"] == "rd-ray-data-process", report
         assert f"Ray job rd-ray-data-process SUCCEEDED (driver's job id {report['job_id']}" in log

@@ -14,7 +14,7 @@ from tests.integration.helpers import cli, release_processes, wait_for
 from tests.serve.serving import FRAMEWORKS, RAY_IMAGE, SERVE_ENV, framework_recipe, has_serve_env, write
 from tests.slurm.cluster import Cluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("slurm_cluster")]
+pytestmark = [pytest.mark.integration, pytest.mark.ray, pytest.mark.usefixtures("slurm_cluster")]
 
 
 def test_framework_openai_api_runs_as_a_slurm_job(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster,

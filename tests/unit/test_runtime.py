@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,12 +49,64 @@ def test_env_contract_from_slurm_and_indexed_jobs() -> None:
     assert "PET_NODE_RANK" not in kept
 
 
-def run_runtime(tmp_path: Path, prog: dict) -> subprocess.CompletedProcess[str]:
+def runtime_argv(tmp_path: Path, prog: dict) -> list[str]:
     path = tmp_path / "program.json"
     path.write_text(json.dumps(prog))
-    env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PET_NODE_RANK": "0"}
-    return subprocess.run([sys.executable, str(RUNTIME_PATH), str(path)], env=env, capture_output=True, text=True,
-                          timeout=60)
+    return [sys.executable, str(RUNTIME_PATH), str(path)]
+
+
+def runtime_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": str(tmp_path / "home"), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "PET_NODE_RANK": "0", **extra}
+
+
+def run_runtime(tmp_path: Path, prog: dict, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(runtime_argv(tmp_path, prog), env=runtime_env(tmp_path, **env), capture_output=True,
+                          text=True, timeout=60)
+
+
+#: What a step leaves in its temp dir: a directory (torchrun's torchelastic_*), a Unix socket (vLLM's IPC), a file;
+#: then it records where that was and where TorchInductor's cache is.
+LITTER = ['mkdir "$TMPDIR/torchelastic_x" && touch "$TMPDIR/vllm_dist_x"',
+          """python -c 'import os, socket; socket.socket(socket.AF_UNIX).bind(os.environ["TMPDIR"] + "/ipc")'""",
+          'echo "$TMPDIR" > "$HOME/tmpdir.txt"; echo "${TORCHINDUCTOR_CACHE_DIR:-}" > "$HOME/inductor.txt"']
+
+
+@pytest.mark.integration
+def test_a_node_gets_its_own_tmpdir_removed_when_the_script_ends(tmp_path: Path) -> None:
+    result = run_runtime(tmp_path, program(pre_script=LITTER, command=["true"]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    used = Path((tmp_path / "home" / "tmpdir.txt").read_text().strip())
+    assert used.parent == Path("/tmp") and used.name.startswith(step_runtime.NODE_TEMP_PREFIX), used
+    assert not used.exists(), "the node's temp dir, socket and all, goes with the node"
+    inductor = (tmp_path / "home" / "inductor.txt").read_text().strip()
+    assert inductor == f"/tmp/torchinductor_{getpass.getuser()}", "the compile cache stays where torch keeps it"
+
+
+@pytest.mark.integration
+def test_a_stopped_node_removes_its_tmpdir_too(tmp_path: Path) -> None:
+    proc = subprocess.Popen(runtime_argv(tmp_path, program(pre_script=LITTER, command=["sleep", "60"])),
+                            env=runtime_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = tmp_path / "home" / "inductor.txt"
+    deadline = time.monotonic() + 30
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    used = Path((tmp_path / "home" / "tmpdir.txt").read_text().strip())
+    assert (used / "ipc").exists()
+    os.kill(proc.pid, signal.SIGTERM)  # what uninstall sends a node
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert not used.exists()
+
+
+@pytest.mark.integration
+def test_a_tmpdir_the_step_sets_is_kept(tmp_path: Path) -> None:
+    scratch = tmp_path / "ebs-scratch"  # an ebs volume at /tmp: its files are the step's to keep
+    scratch.mkdir()
+    result = run_runtime(tmp_path, program(pre_script=LITTER, command=["true"]), TMPDIR=str(scratch))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "home" / "tmpdir.txt").read_text().strip() == str(scratch)
+    assert (scratch / "torchelastic_x").is_dir() and (scratch / "ipc").exists()
+    assert (tmp_path / "home" / "inductor.txt").read_text().strip() == ""
 
 
 @pytest.mark.integration

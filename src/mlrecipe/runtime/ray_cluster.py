@@ -5,10 +5,11 @@ entrypoint to it as a Ray job, stop the cluster.
 Usage: ``python3 ray_cluster.py CLUSTER_JSON -- ENTRYPOINT...``
 
 ``CLUSTER_JSON`` holds ``{"head": {"num_cpus": n, "num_gpus": n}, "workers": [{"group": str, "replicas": n,
-"num_cpus": n, "num_gpus": n, "resources": {name: n}}], "object_store_bytes": n, "worker_launcher": [argv]}``.
-Each head and worker is a real Ray node (its own raylet), as each is a pod under KubeRay: on this host, or, with
-``worker_launcher`` (e.g. ``srun --nodes=N --ntasks-per-node=1``), each worker group started by that launcher as
-``ray start --address=<head> --block`` on the nodes it reaches.
+"num_cpus": n, "num_gpus": n, "resources": {name: n}}], "object_store_bytes": n, "worker_launcher": [argv],
+"worker_cleanup": [argv]}``. Each head and worker is a real Ray node (its own raylet), as each is a pod under KubeRay:
+on this host, or, with ``worker_launcher`` (e.g. ``srun --nodes=N --ntasks-per-node=1``), each worker group started
+by that launcher as ``ray start --address=<head> --block`` on the nodes it reaches; ``worker_cleanup`` runs once
+those have stopped (it removes their Ray temp dirs).
 
 The head runs Ray's dashboard on 127.0.0.1 (a free port), and the entrypoint (the step runtime, which runs the
 recipe's scripts) is submitted to it through the Ray Jobs API, as KubeRay's submitter does: it runs on the head as
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 GRACE_SECONDS = float(os.environ.get("MLRECIPE_STOP_GRACE", "15"))
 DASHBOARD_TIMEOUT = float(os.environ.get("MLRECIPE_RAY_DASHBOARD_TIMEOUT", "60"))
+CLEANUP_SECONDS = 60
 DEFAULT_OBJECT_STORE = 128 * 1024 * 1024
 #: What Ray's job supervisor sets for the driver (beside RAY_ADDRESS); they win over the step's values.
 JOB_VARIABLES = ("RAY_JOB_CONFIG_JSON_ENV_VAR", "PYTHONUNBUFFERED")
@@ -144,8 +146,9 @@ def start_remote_workers(spec: dict, address: str, shape: list[str]) -> list[sub
     return launched
 
 
-def stop_remote_workers(launched: list[subprocess.Popen]) -> None:
-    """SIGTERM each launcher (srun passes it to its tasks; ``ray start --block`` then stops its node)."""
+def stop_remote_workers(launched: list[subprocess.Popen], cleanup: list[str] | None) -> None:
+    """SIGTERM each launcher (srun passes it to its tasks; ``ray start --block`` then stops its node), then run
+    ``cleanup`` (best effort, bounded) on the nodes they reached."""
     for proc in launched:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -155,6 +158,11 @@ def stop_remote_workers(launched: list[subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+    if launched and cleanup:
+        try:
+            subprocess.run(cleanup, stdin=subprocess.DEVNULL, capture_output=True, timeout=CLEANUP_SECONDS)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _say(f"the worker nodes' clean-up did not finish ({exc}): {shlex.join(cleanup)}")
 
 
 class _Stop:
@@ -385,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         if status is None:
             status = run_entrypoint(args[2:], cluster.address, stop)
     finally:
-        stop_remote_workers(remote)
+        stop_remote_workers(remote, spec.get("worker_cleanup"))
         cluster.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
         _say("Ray cluster stopped")

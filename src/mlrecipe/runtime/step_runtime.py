@@ -25,18 +25,27 @@ MPI, SageMaker's ``resourceconfig.json`` / ``SM_HOSTS``) onto the env contract `
 ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``, so recipes never
 branch on the backend. On SageMaker it first waits (bounded by ``MLRECIPE_RESOLVE_TIMEOUT`` seconds)
 until the master's host name resolves, as SageMaker's hosts may not resolve at once.
+
+Unless the step sets ``TMPDIR`` itself (an ebs volume at /tmp, a site's per-job directory), the node gets a
+temporary directory of its own under /tmp, exported as ``TMPDIR`` and removed when the script ends, as a pod's
+/tmp goes with the pod: what the step's programs leave there (vLLM's IPC sockets, torchrun's ``torchelastic_*``
+directories, a private Ray's sessions) does not pile up on a shared machine. TorchInductor's compile cache, which
+is worth keeping between runs, stays where it would have been (``TORCHINDUCTOR_CACHE_DIR``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +56,8 @@ GRACE_SECONDS = float(os.environ.get("MLRECIPE_STOP_GRACE", "15"))
 DEFAULT_MASTER_PORT = "29500"
 SAGEMAKER_RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
+SHARED_TEMP_ROOT = "/tmp"
+NODE_TEMP_PREFIX = "mlrecipe-tmp-"  # short: programs put Unix sockets (at most 107 bytes a path) under TMPDIR
 
 
 def _first_slurm_host(nodelist: str) -> str:
@@ -249,6 +260,22 @@ class _Forwarder:
         self._signal(signal.SIGKILL)
 
 
+def node_temp_dir(env: dict[str, str]) -> str | None:
+    """Make this node's own temporary directory and point ``env`` at it (``TMPDIR``, and TorchInductor's cache at
+    its usual shared place); ``None``, with ``env`` unchanged, when ``env`` sets ``TMPDIR`` already or /tmp takes no
+    new directory (a read-only root file system)."""
+    if env.get("TMPDIR"):
+        return None
+    try:
+        path = tempfile.mkdtemp(prefix=NODE_TEMP_PREFIX, dir=SHARED_TEMP_ROOT)
+    except OSError:
+        return None
+    env["TMPDIR"] = path
+    with contextlib.suppress(KeyError, OSError):
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(SHARED_TEMP_ROOT, f"torchinductor_{getpass.getuser()}"))
+    return path
+
+
 def run(program: dict, env: dict[str, str] | None = None) -> int:
     """Run one step program in this node and return the command's exit status."""
     env = dict(os.environ if env is None else env)
@@ -269,6 +296,15 @@ def run(program: dict, env: dict[str, str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.makedirs(os.path.dirname(env["MLRECIPE_METRICS_FILE"]) or ".", exist_ok=True)
     log = _open_log(_log_path(program, env))
+    temp_dir = node_temp_dir(env)
+    try:
+        return _run_script(program, env, log)
+    finally:
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _run_script(program: dict, env: dict[str, str], log: BinaryIO | None) -> int:
     script = build_script(program)
     cwd = env["HOME"] if env.get("HOME") and os.path.isdir(env["HOME"]) else None
     child = subprocess.Popen(

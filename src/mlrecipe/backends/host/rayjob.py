@@ -81,7 +81,8 @@ def wrapper(program: Path, spec: Path) -> list[str]:
     return [*pid_namespace(), "python3", str(program), str(spec), "--"]
 
 
-def remote_workers(step: StepSpec, launcher: list[str]) -> dict[str, Any]:
+def remote_workers(step: StepSpec, launcher: list[str], cleanup: list[str]) -> dict[str, Any]:
     """The cluster spec with its worker nodes started by ``launcher`` (e.g. ``srun`` over the allocation's nodes,
-    one ``ray start --block`` each) instead of on this host."""
-    return {**cluster_spec(step), "worker_launcher": launcher}
+    one ``ray start --block`` each) instead of on this host, and ``cleanup`` run on those nodes once they have
+    stopped (their Ray temp dirs)."""
+    return {**cluster_spec(step), "worker_launcher": launcher, "worker_cleanup": cleanup}

@@ -26,6 +26,9 @@ RAY_WORKER_SCRIPT = (
     'port=$(python3 -c "import socket; s = socket.socket(); s.bind((\'\', 0)); print(s.getsockname()[1])"); '
     'exec "$@" --temp-dir="/tmp/mlrecipe-ray/${SLURM_JOB_ID}-${SLURM_PROCID}" --dashboard-agent-listen-port="$port"'
 )
+#: Removes those temp dirs, one task per node, once the worker nodes have stopped (srun kills a stopping Ray node
+#: before it could clean up after itself).
+RAY_WORKER_CLEANUP_SCRIPT = 'rm -rf "/tmp/mlrecipe-ray/${SLURM_JOB_ID}-${SLURM_PROCID}"'
 
 
 def wants_requeue(step: StepSpec) -> bool:
@@ -142,10 +145,12 @@ def _ray_cluster(request: HostStepRequest, files: dict[Path, str], notes: list[s
     """A RayJob in the allocation: the head and the driver on the batch host, one worker node per allocated node
     (``srun``, with the step's mounts); the files it needs and the argv prefix of its driver."""
     step, nnodes = request.step, request.nnodes
-    launcher = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=0",
+    per_node = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1"]
+    launcher = [*per_node, "--kill-on-bad-exit=0",
                 *wrap_argv(["sh", "-c", RAY_WORKER_SCRIPT, "mlrecipe-ray-worker"], list(request.mounts))]
+    cleanup = [*per_node, "sh", "-c", RAY_WORKER_CLEANUP_SCRIPT]
     spec_path, program = request.step_dir / "ray" / "cluster.json", request.step_dir / "ray_cluster.py"
-    files[spec_path] = json.dumps(rayjob.remote_workers(step, launcher), indent=2)
+    files[spec_path] = json.dumps(rayjob.remote_workers(step, launcher, cleanup), indent=2)
     files[program] = RAY_CLUSTER_PATH.read_text(encoding="utf-8")
     notes.append(f"step {step.name} runs as a Ray job: the Ray head and the driver on the first node, a worker "
                  f"node on each of the {nnodes} allocated node(s) (srun ... ray start --block)")
