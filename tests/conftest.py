@@ -8,8 +8,9 @@
   it cannot apply where the environment is complete (``KEPT_SKIPS``), stay skips.
 
 - ``make test`` runs the suite on two xdist workers, one test file at a time per worker (``--dist loadfile``: a
-  module's fixtures are made once), then ``tests/slurm`` in one process: its files share one test cluster on fixed
-  ports (xdist 3.8's ``loadgroup`` cannot group them: it renames ``item._nodeid``, which pytest 9 no longer reads).
+  module's fixtures are made once), and ``tests/slurm`` in a process of its own (the tests without Ray beside the
+  workers, ``-m ray`` after them): its files share one test cluster on fixed ports (xdist 3.8's ``loadgroup``
+  cannot group them: it renames ``item._nodeid``, which pytest 9 no longer reads).
 
 Test modules import helpers from plain modules (``tests/repo.py``, ``tests/golden.py``, a folder's helper module),
 never from another test module or a conftest.
@@ -67,6 +68,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
     finally:
         _watching = False
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    global _watching
+    if nextitem is None:  # the session's fixtures (a test cluster) end here too, whichever test the session ran last
+        _watching = False
+    yield
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -75,6 +75,18 @@ def test_needs_a_tool():
 
 def test_needs_a_gpu():
     pytest.skip("needs an NVIDIA GPU (nvidia-smi lists none here)")
+
+@pytest.fixture(scope="session")
+def cluster():
+    yield
+    subprocess.run([sys.executable, "-c", "pass"], check=True)  # stops a test cluster when the session ends
+
+@pytest.mark.integration
+def test_uses_the_cluster(cluster):
+    assert True
+
+def test_pure_and_last():
+    assert True
 '''
 
 
@@ -82,7 +94,8 @@ def test_needs_a_gpu():
 @pytest.mark.parametrize("ci", ["", "true"])
 def test_the_suite_rules_fail_a_planted_test(ci: str, tmp_path: Path) -> None:
     """tests/conftest.py as a plugin over a planted module: an unmarked test that starts a process fails, and with
-    CI=true so does a skip for a missing tool (a GPU skip stays a skip)."""
+    CI=true so does a skip for a missing tool (a GPU skip stays a skip). The session's fixtures end in the last
+    test's teardown: what they start is not that test's (an unmarked test that happens to run last passes)."""
     (tmp_path / "test_planted.py").write_text(PLANTED)
     env = {**os.environ, "CI": ci}
     result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "tests.conftest", "-p", "no:cacheprovider",
@@ -91,5 +104,7 @@ def test_the_suite_rules_fail_a_planted_test(ci: str, tmp_path: Path) -> None:
     outcomes = dict(re.findall(r"test_planted\.py::(\w+) (PASSED|FAILED|SKIPPED)", result.stdout))
     assert outcomes == {"test_starts_a_process_unmarked": "FAILED", "test_starts_a_process_marked": "PASSED",
                         "test_pure": "PASSED", "test_needs_a_tool": "FAILED" if ci else "SKIPPED",
-                        "test_needs_a_gpu": "SKIPPED"}, result.stdout
+                        "test_needs_a_gpu": "SKIPPED", "test_uses_the_cluster": "PASSED",
+                        "test_pure_and_last": "PASSED"}, result.stdout
     assert "starts real processes but is not marked integration" in result.stdout
+    assert "ERROR at teardown" not in result.stdout, result.stdout
