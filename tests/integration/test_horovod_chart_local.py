@@ -21,8 +21,11 @@ CHART = "training/mpijob-horovod-tensorflow-gpu"
 
 def recipe(tmp_path: Path) -> Path:
     script = tmp_path / "rank.py"
-    script.write_text('import os\nprint("rank", os.environ["OMPI_COMM_WORLD_RANK"], "of", '
-                      'os.environ["OMPI_COMM_WORLD_SIZE"], os.environ["HOROVOD_AUTOTUNE"], os.environ["NCCL_DEBUG"])\n')
+    # one write per line: with PYTHONUNBUFFERED each part of a multi-argument print is its own write, and the other
+    # rank's line can land in the middle (seen: "rank 0 of rank 1 of 2 0 WARN")
+    script.write_text('import os, sys\nsys.stdout.write(" ".join(["rank", os.environ["OMPI_COMM_WORLD_RANK"], "of", '
+                      'os.environ["OMPI_COMM_WORLD_SIZE"], os.environ["HOROVOD_AUTOTUNE"], os.environ["NCCL_DEBUG"]]) '
+                      '+ "\\n")\n')
     path = tmp_path / "hvd.yaml"
     path.write_text(textwrap.dedent(f"""
         image: horovod/horovod:0.28.1
