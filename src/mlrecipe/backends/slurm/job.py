@@ -20,15 +20,17 @@ from mlrecipe.runtime import RAY_CLUSTER_PATH
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
+#: A Ray worker node's temp dir on its allocated node (short: Ray's socket paths must fit 107 bytes).
+RAY_WORKER_TEMP_DIR = "/tmp/mlrecipe-ray/${SLURM_JOB_ID}-${SLURM_PROCID}"
 #: Runs ``ray start ...`` ("$@") on an allocated node with its own temp dir and agent port, so that worker nodes
 #: sharing a host (a head's host, a test cluster's nodes) do not share sockets.
 RAY_WORKER_SCRIPT = (
     'port=$(python3 -c "import socket; s = socket.socket(); s.bind((\'\', 0)); print(s.getsockname()[1])"); '
-    'exec "$@" --temp-dir="/tmp/mlrecipe-ray/${SLURM_JOB_ID}-${SLURM_PROCID}" --dashboard-agent-listen-port="$port"'
+    f'exec "$@" --temp-dir="{RAY_WORKER_TEMP_DIR}" --dashboard-agent-listen-port="$port"'
 )
 #: Removes those temp dirs, one task per node, once the worker nodes have stopped (srun kills a stopping Ray node
 #: before it could clean up after itself).
-RAY_WORKER_CLEANUP_SCRIPT = 'rm -rf "/tmp/mlrecipe-ray/${SLURM_JOB_ID}-${SLURM_PROCID}"'
+RAY_WORKER_CLEANUP_SCRIPT = f'rm -rf "{RAY_WORKER_TEMP_DIR}"'
 
 
 def wants_requeue(step: StepSpec) -> bool:
