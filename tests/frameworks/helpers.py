@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mlrecipe.ports import free_port  # below the ephemeral range: for launchers' master ports
-from tests.repo import BIN, REPO
+from tests.repo import BIN, REPO, private_tmp_env
 
 ACCELERATE_SCRIPTS = REPO / "charts" / "machine-learning" / "training" / "pytorchjob-distributed" / "scripts" / \
     "accelerate"
@@ -100,9 +100,10 @@ def run_python(scripts: Path, script: str, args: list[str], home: Path, timeout:
 
 def _run_group(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
     """``subprocess.run`` in a new session whose whole process group is killed on timeout (a launcher's ranks too:
-    killing only the launcher left a rank waiting in a collective)."""
-    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:
+    killing only the launcher left a rank waiting in a collective), with a ``TMPDIR`` of its own."""
+    with private_tmp_env(env) as private, subprocess.Popen(cmd, cwd=cwd, env=private, stdout=subprocess.PIPE,
+                                                           stderr=subprocess.PIPE, text=True,
+                                                           start_new_session=True) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

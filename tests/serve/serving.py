@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from mlrecipe.ports import free_port
-from tests.repo import BIN, EXAMPLES, REPO, cli_env
+from tests.repo import BIN, EXAMPLES, REPO, cli_env, private_tmp, remove_private_tmp
 
 SERVE_ENV = Path(os.environ.get("MLRECIPE_SERVE_ENV") or REPO / ".venv-vllm")
 SERVE_IMAGE = "vllm/vllm-openai:latest"
@@ -86,14 +86,16 @@ EAGER = ("--enforce-eager",)
 def start_server(model: Path, name: str, log: Path, engine: str, *extra: str,
                  timeout: float = 300) -> tuple[subprocess.Popen, str]:
     """``python -m mlrecipe.serve --engine ENGINE`` on 127.0.0.1 (a free port), once its /health answers (vLLM
-    eager: see :data:`EAGER`)."""
+    eager: see :data:`EAGER`), with a ``TMPDIR`` of its own that :func:`stop_server` removes."""
     port = free_port()
+    temp = private_tmp()
     extra = (*EAGER, *extra) if engine == "vllm" else extra
     with open(log, "wb") as out:
         proc = subprocess.Popen([str(serve_python()), "-m", "mlrecipe.serve", "--engine", engine, "--model",
                                  str(model), "--served-model-name", name, "--port", str(port), *extra],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": temp})
+    _server_temps[proc.pid] = temp
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -108,8 +110,11 @@ def start_server(model: Path, name: str, log: Path, engine: str, *extra: str,
     raise AssertionError(log.read_text())
 
 
+_server_temps: dict[int, str] = {}  # a started server's pid -> its TMPDIR
+
+
 def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server's process group; SIGKILL if it is still there after 30 s."""
+    """SIGTERM to the server's process group; SIGKILL if it is still there after 30 s; then its ``TMPDIR`` goes."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
@@ -118,6 +123,7 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
     except ProcessLookupError:
         proc.wait()
+    remove_private_tmp(_server_temps.pop(proc.pid, ""))
 
 
 RAY_IMAGE = "rayproject/ray:2.52.1-py311-gpu"

@@ -26,7 +26,7 @@ _PROBE = "mlrecipe-probe"
 
 
 #: ``key.sub=value`` with nothing Helm's parser reads specially (no list index, escape, separator or ``{a,b}`` list),
-#: ASCII only (Helm folds case by Unicode rules: ``falſe`` is false to it).
+#: ASCII only (Helm folds case by Unicode rules: a long s, U+017F, in ``false`` still reads as false).
 _PLAIN = re.compile(r"([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)=([\x20-\x7e]+)")
 _PLAIN_VALUE_SPECIALS = frozenset(",\\{}[]")
 _INT = re.compile(r"[+-]?[0-9]+")
