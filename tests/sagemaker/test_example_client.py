@@ -228,3 +228,32 @@ def test_bad_arguments_are_a_usage_error(tmp_path: Path, args: list[str], words:
     assert run.returncode == 2, run.stdout + run.stderr
     error = run.stderr.strip().splitlines()[-1]
     assert error.startswith("client.py: error:") and all(w in error for w in words), error
+
+
+def _pre_script() -> str:
+    import yaml
+
+    lines = yaml.safe_load((CLIENT.parents[1] / "recipes" / "client.yaml").read_text())["pre_script"]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(("url", "has_boto3", "installs"), [
+    (RUNTIME_URL, False, True), (RUNTIME_URL, True, False), ("http://127.0.0.1:8080", False, False),
+])
+def test_the_client_step_installs_boto3_only_for_a_sagemaker_runtime_url(
+        tmp_path: Path, url: str, has_boto3: bool, installs: bool) -> None:
+    """The recipe's pre_script, run by bash as the step runtime runs it, with a ``python3`` on the path that records
+    its arguments and has boto3 or not (the image of the recipe has none)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.txt"
+    fake = bin_dir / "python3"
+    fake.write_text(f'#!/bin/bash\necho "$*" >> {calls}\n'
+                    f'[ "$1" = -c ] && exit {0 if has_boto3 else 1}\nexit 0\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "MLRECIPE_ENDPOINT_URL": url}
+    done = subprocess.run(["bash", "-c", _pre_script()], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    seen = calls.read_text().splitlines() if calls.exists() else []
+    assert ("-m pip install --quiet --no-input boto3" in seen) is installs
+    assert bool(seen) is url.startswith("https://runtime.sagemaker.")
