@@ -307,6 +307,8 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
     path = impl.log_path(ctx, step, rank)
     if not path.exists():
         return fail(f"no log for step '{step}' rank {rank} yet ({path})", ExitCode.FAILED)
+    if not follow and path.stat().st_size == 0:
+        print(f"note: the log of step '{step}' rank {rank} is empty: it printed nothing ({path})", file=sys.stderr)
     return _print_log(path, record, follow)
 
 
