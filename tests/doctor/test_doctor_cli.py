@@ -65,6 +65,8 @@ def test_bad_input_exits_2_naming_the_file(mlrecipe_home: Path, tmp_path: Path) 
     assert f"recipe file not found: {missing}" in result.output
     assert invoke("--backend", "mesos").exit_code == 2
     assert invoke("--output", "xml").exit_code == 2
+    options = invoke("-B", "cpus=2")  # the local checks read no backend options: refused, not ignored
+    assert options.exit_code == 2 and "the local checks take no backend options" in options.output
 
 
 def test_kubernetes_backend_options_reach_the_checks(fake_kube: Any, tmp_path: Path) -> None:

@@ -74,3 +74,28 @@ def test_doctor_cli_reads_the_config_file(moto_server: Moto, mlhome: Path) -> No
     assert proc.returncode == 1
     failed = {c["name"]: c for c in json.loads(proc.stdout)["checks"] if c["status"] == "FAIL"}
     assert "credentials" in failed and "aws configure" in failed["credentials"]["fix_hint"]
+
+
+def test_doctor_cli_takes_options_over_the_config_file(moto_server: Moto, mlhome: Path) -> None:  # noqa: F811
+    """``-B`` wins over the config file, as the fix hints say (``-B role_arn=...``); options the checks would not
+    read are exit 2 naming them."""
+    role = _role(moto_server, "SageMakerExec")
+    mlhome.mkdir(parents=True)
+    (mlhome / "config.yaml").write_text('sagemaker: {region: us-east-1, role_arn: "arn:aws:iam::123456789012:role/'
+                                        'Nope", s3_prefix: "s3://no-such-bucket/x"}\n')
+    env = {**cli_env(mlhome), "AWS_ENDPOINT_URL": moto_server.url}
+
+    def doctor(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mlrecipe", "doctor", "--backend", "sagemaker", "-o", "json",
+                               *args], capture_output=True, text=True, env=env, timeout=120)
+
+    assert doctor().returncode == 1
+    proc = doctor("-B", f"role_arn={role}", "-B", f"sagemaker.s3_prefix=s3://{BUCKET}/runs")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all(c["status"] == "ok" for c in json.loads(proc.stdout)["checks"])
+    local = doctor("-B", "mode=local")
+    assert local.returncode == 0 and {c["name"] for c in json.loads(local.stdout)["checks"]} == {"boto3", "aws"}
+    for bad, words in ((["-B", "rolearn=x"], "unknown option 'rolearn'"), (["-B", "mode=cloud"], "mode"),
+                       (["-B", "kubernetes.context=a"], "doctor checks one backend, sagemaker")):
+        proc = doctor(*bad)
+        assert proc.returncode == 2 and proc.stdout == "" and words in proc.stderr, proc.stderr

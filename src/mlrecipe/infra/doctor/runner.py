@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from mlrecipe.errors import ExitCode
+from mlrecipe.errors import ExitCode, SpecError, SpecIssue
 from mlrecipe.infra.doctor.base import Check, exit_code, run_checks
 from mlrecipe.infra.doctor.report import to_json, write_plain, write_table
 from mlrecipe.infra.doctor.requirements import RecipeInputError, Requirements, load_requirements
@@ -15,8 +15,29 @@ BACKENDS = ("local", "slurm", "kubernetes", "sagemaker")
 OUTPUTS = ("text", "json")
 
 
-def build_checks(backend: str, req: Requirements, context: str | None, namespace: str) -> list[Check]:
-    """The checks of ``backend`` (one module per backend, imported on demand)."""
+def backend_overrides(backend: str, expressions: list[str] | None) -> dict[str, Any]:
+    """The ``-B key=value`` (or ``-B BACKEND.key=value``) options of the checked backend; :class:`SpecError` for
+    options the checks would not read (another backend's, or any for a backend whose checks take none)."""
+    if not expressions:
+        return {}
+    from mlrecipe.backends.options import CLI_SOURCE, parse_backend_opts
+    from mlrecipe.runner.step_backends import split_options
+
+    own, others = split_options(backend, parse_backend_opts(expressions))
+    issues = [SpecIssue(CLI_SOURCE, None, name, f"options of backend {name}: doctor checks one backend, "
+                        f"{backend} (--backend {name} to check that one)") for name in others]
+    if own and backend != "sagemaker":
+        issues.append(SpecIssue(CLI_SOURCE, None, ", ".join(own), f"the {backend} checks take no backend options "
+                                "(kubernetes: --context and --namespace)"))
+    if issues:
+        raise SpecError(issues)
+    return own
+
+
+def build_checks(backend: str, req: Requirements, context: str | None, namespace: str,
+                 overrides: dict[str, Any] | None = None) -> list[Check]:
+    """The checks of ``backend`` (one module per backend, imported on demand); ``overrides``: the SageMaker
+    options from the command line, over the config file's."""
     if backend == "local":
         from mlrecipe.infra.doctor import local
 
@@ -29,7 +50,7 @@ def build_checks(backend: str, req: Requirements, context: str | None, namespace
         from mlrecipe.backends.options import load_options
         from mlrecipe.infra.doctor import sagemaker
 
-        return sagemaker.checks(load_options(sagemaker.SageMakerOptions, "sagemaker"))
+        return sagemaker.checks(load_options(sagemaker.SageMakerOptions, "sagemaker", overrides))
     from mlrecipe.infra.doctor import kubernetes
 
     return kubernetes.checks(req, context=context, namespace=namespace)
@@ -43,6 +64,7 @@ def run_doctor(
     output: str = "text",
     stream: TextIO | None = None,
     err: TextIO | None = None,
+    backend_opts: list[str] | None = None,
 ) -> int:
     """Run the preflight; 0 when every blocking check passes, 1 when one fails, 2 for bad input."""
     stream = stream or sys.stdout
@@ -55,10 +77,14 @@ def run_doctor(
         return ExitCode.USAGE
     try:
         req = load_requirements(recipe) if recipe is not None else Requirements()
+        checks = build_checks(backend, req, context, namespace, backend_overrides(backend, backend_opts))
     except RecipeInputError as exc:
         err.write(f"error: {exc}\n")
         return ExitCode.USAGE
-    outcomes = run_checks(build_checks(backend, req, context, namespace))
+    except SpecError as exc:
+        err.writelines(f"error: {issue}\n" for issue in exc.issues)
+        return ExitCode.USAGE
+    outcomes = run_checks(checks)
     if output == "json":
         stream.write(to_json(backend, outcomes) + "\n")
     elif stream.isatty():

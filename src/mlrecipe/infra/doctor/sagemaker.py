@@ -44,7 +44,8 @@ def _credentials(make: ClientFactory) -> CheckResult:
         who = make("sts").get_caller_identity()
     except Exception as exc:  # NoCredentialsError, ClientError, no network: all say the same to the user
         return CheckResult.failed(f"no working AWS credentials: {exc}",
-                                  "configure credentials (aws configure, AWS_PROFILE, or an instance/IRSA role)")
+                                  "configure credentials (aws configure, AWS_PROFILE, or an instance/IRSA role); "
+                                  "without an AWS account, -B mode=local runs the same plan on this machine")
     return CheckResult.passed(f"account {who['Account']} as {who['Arn']}")
 
 
