@@ -98,6 +98,18 @@ def test_a_stopped_node_removes_its_tmpdir_too(tmp_path: Path) -> None:
     assert not used.exists()
 
 
+@pytest.mark.parametrize(("name", "named"), [(f"{os.getpid()}-test-1", True), ("../escape", False)])
+@pytest.mark.integration
+def test_a_backend_may_name_the_tmpdir(tmp_path: Path, name: str, named: bool) -> None:
+    """The local backend names each node's directory (``MLRECIPE_NODE_TEMP_NAME``) to remove it after a SIGKILL; a
+    name that is not one plain file name is not used."""
+    result = run_runtime(tmp_path, program(pre_script=LITTER, command=["true"]), MLRECIPE_NODE_TEMP_NAME=name)
+    assert result.returncode == 0, result.stdout + result.stderr
+    used = Path((tmp_path / "home" / "tmpdir.txt").read_text().strip())
+    assert (used == Path(step_runtime.named_node_temp_dir(name))) is named
+    assert used.parent == Path("/tmp") and used.name.startswith(step_runtime.NODE_TEMP_PREFIX) and not used.exists()
+
+
 @pytest.mark.integration
 def test_a_tmpdir_the_step_sets_is_kept(tmp_path: Path) -> None:
     scratch = tmp_path / "ebs-scratch"  # an ebs volume at /tmp: its files are the step's to keep

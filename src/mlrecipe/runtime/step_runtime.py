@@ -58,6 +58,9 @@ SAGEMAKER_RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
 SHARED_TEMP_ROOT = "/tmp"
 NODE_TEMP_PREFIX = "mlrecipe-tmp-"  # short: programs put Unix sockets (at most 107 bytes a path) under TMPDIR
+#: Set by a backend that removes a node's temporary directory after a kill nothing in the node survives (SIGKILL):
+#: the directory's name after :data:`NODE_TEMP_PREFIX` (:func:`named_node_temp_dir`).
+NODE_TEMP_NAME_VAR = "MLRECIPE_NODE_TEMP_NAME"
 
 
 def _first_slurm_host(nodelist: str) -> str:
@@ -260,6 +263,23 @@ class _Forwarder:
         self._signal(signal.SIGKILL)
 
 
+def named_node_temp_dir(name: str) -> str:
+    """The path of the node temporary directory called ``name`` (:data:`NODE_TEMP_NAME_VAR`)."""
+    return os.path.join(SHARED_TEMP_ROOT, NODE_TEMP_PREFIX + name)
+
+
+def _new_node_temp_dir(name: str) -> str:
+    """The directory the backend named (only this user may enter it), else a new random one."""
+    if name and os.path.basename(name) == name:
+        path = named_node_temp_dir(name)
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            pass
+    return tempfile.mkdtemp(prefix=NODE_TEMP_PREFIX, dir=SHARED_TEMP_ROOT)
+
+
 def node_temp_dir(env: dict[str, str]) -> str | None:
     """Make this node's own temporary directory and point ``env`` at it (``TMPDIR``, and TorchInductor's cache at
     its usual shared place); ``None``, with ``env`` unchanged, when ``env`` sets ``TMPDIR`` already or /tmp takes no
@@ -267,7 +287,7 @@ def node_temp_dir(env: dict[str, str]) -> str | None:
     if env.get("TMPDIR"):
         return None
     try:
-        path = tempfile.mkdtemp(prefix=NODE_TEMP_PREFIX, dir=SHARED_TEMP_ROOT)
+        path = _new_node_temp_dir(env.get(NODE_TEMP_NAME_VAR, ""))
     except OSError:
         return None
     env["TMPDIR"] = path

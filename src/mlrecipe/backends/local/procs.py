@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -11,8 +12,10 @@ import time
 import psutil
 
 from mlrecipe.backends.local.handle import LocalHandle
+from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
 
 RUN_ID_VAR = "MLRECIPE_RUN_ID"
+KILLED_SECONDS = 2.0  #: how long processes sent SIGKILL get to be gone before their temporary directories go
 
 
 def die_with_parent() -> None:
@@ -23,6 +26,15 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
     except (OSError, AttributeError):
         pass
+
+
+def _node_temp_name(run_id: str, rank: int) -> str:
+    return f"{run_id}-{rank}"
+
+
+def node_temp_env(run_id: str, rank: int) -> dict[str, str]:
+    """What names node ``rank``'s temporary directory, so that :func:`stop_run` can remove it after a SIGKILL."""
+    return {NODE_TEMP_NAME_VAR: _node_temp_name(run_id, rank)}
 
 
 def exit_fd(pid: int) -> int | None:
@@ -80,7 +92,9 @@ def _signal_all(handle: LocalHandle, sig: int) -> None:
 
 
 def stop_run(handle: LocalHandle, grace: float, popens: list[subprocess.Popen[bytes]] | None = None) -> None:
-    """SIGTERM every process of the run, wait up to ``grace`` seconds, then SIGKILL what is left."""
+    """SIGTERM every process of the run, wait up to ``grace`` seconds, then SIGKILL what is left; once nothing of
+    the run is left, remove the nodes' temporary directories (a node's step runtime removes its own, unless it got
+    SIGKILL)."""
     _signal_all(handle, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
@@ -93,3 +107,9 @@ def stop_run(handle: LocalHandle, grace: float, popens: list[subprocess.Popen[by
     for p in popens or []:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=5)
+    deadline = time.monotonic() + KILLED_SECONDS
+    while run_alive(handle) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not run_alive(handle):
+        for node in handle.nodes:
+            shutil.rmtree(named_node_temp_dir(_node_temp_name(handle.run_id, node.rank)), ignore_errors=True)

@@ -90,7 +90,8 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         base = dict(os.environ)
         for node in self.plan.nodes:
             node.log_path.parent.mkdir(parents=True, exist_ok=True)
-            env = {**base, **node.env, procs.RUN_ID_VAR: self.handle.run_id}
+            env = {**base, **node.env, procs.RUN_ID_VAR: self.handle.run_id,
+                   **procs.node_temp_env(self.handle.run_id, node.rank)}
             with open_node_log(node.log_path) as log:
                 p = subprocess.Popen(
                     node.argv,
