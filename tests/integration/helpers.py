@@ -23,6 +23,14 @@ def cli(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedPro
                           cwd=REPO)
 
 
+def bash_recipe(directory: Path, script: str, nnodes: int = 2) -> Path:
+    """A data-process recipe whose ``nnodes`` nodes each run the bash ``script`` (written beside it)."""
+    (directory / "node.sh").write_text(script)
+    recipe = directory / "bash-recipe.yaml"
+    recipe.write_text(f"resources: {{nnodes: {nnodes}}}\nprocess: {{command: [bash, {directory / 'node.sh'}]}}\n")
+    return recipe
+
+
 def start_cli(home: Path, *args: str) -> subprocess.Popen[str]:
     """Start ``mlrecipe ARGS`` as a terminal would start it in the foreground: SIGINT (Ctrl-C) not ignored, even
     when the tests themselves run in the background of a shell (which ignores SIGINT there, inherited by exec)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.integration.helpers import finish, release_processes, start_cli, wait_for
+from tests.integration.helpers import bash_recipe, finish, release_processes, start_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -29,10 +29,7 @@ def _node_temp_dirs(release: str, home: Path) -> dict[str, str]:
 
 
 def test_the_temp_dir_of_a_node_killed_with_sigkill_is_removed(tmp_path: Path, mlhome: Path) -> None:
-    script = tmp_path / "wait.sh"
-    script.write_text('touch "$TMPDIR/scratch"; sleep 300\n')
-    recipe = tmp_path / "two.yaml"
-    recipe.write_text(f"resources: {{nnodes: 2}}\nprocess: {{command: [bash, {script}]}}\n")
+    recipe = bash_recipe(tmp_path, 'touch "$TMPDIR/scratch"; sleep 300\n')
     proc = start_cli(mlhome, "install", "tmpkill", "data-prep/data-process", "-f", str(recipe))
     wait_for(lambda: len(_node_temp_dirs("tmpkill", mlhome)) == 2, 60, "both nodes' sleep")
     dirs = _node_temp_dirs("tmpkill", mlhome)

@@ -7,16 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import cli
+from tests.integration.helpers import bash_recipe, cli
 
 pytestmark = pytest.mark.integration
 
 
 def test_an_empty_log_is_named_and_a_full_one_is_printed(tmp_path: Path, mlhome: Path) -> None:
-    script = tmp_path / "speak.sh"
-    script.write_text('if [ "$PET_NODE_RANK" = 0 ]; then echo rank zero spoke; fi\n')
-    recipe = tmp_path / "two.yaml"
-    recipe.write_text(f"resources: {{nnodes: 2}}\nprocess: {{command: [bash, {script}]}}\n")
+    recipe = bash_recipe(tmp_path, 'if [ "$PET_NODE_RANK" = 0 ]; then echo rank zero spoke; fi\n')
     done = cli(mlhome, "install", "quiet", "data-prep/data-process", "-f", str(recipe))
     assert done.returncode == 0, done.stdout + done.stderr
 
