@@ -160,7 +160,8 @@ lint: venv
 	$(BIN)/mypy
 
 # Two xdist workers, one test file at a time each, the slowest listed; the tests that failed there run again alone
-# (a test that passes only alone is a side-by-side flake, left in the log: one accelerate PPO launch hung once).
+# (a test that passes only alone is a side-by-side flake, left in the log: one accelerate PPO launch hung once);
+# a failure that names no test (xdist's workers collected different tests) fails at once (tests/failed_alone.py).
 # The Slurm tests run in their own process (their files share one test cluster on fixed ports): those without Ray
 # beside the workers (their log follows the workers'), the Ray ones (-m ray) after them. Tried and measured in fresh
 # clones: all of them beside both workers took 4 minutes off, but twice a Slurm Ray worker's raylet missed Ray's
@@ -178,9 +179,8 @@ test:
 	$(MAKE) --no-print-directory -j6 venv serve-env triton-env nemo2-env kfp-env system-deps lint
 	beside_log=$$(mktemp); \
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not ray" --durations=10 tests/slurm >$$beside_log 2>&1 & beside=$$!; \
-	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) --ignore=tests/slurm || { \
-	  echo "--- the failed tests again, alone: one that passes only alone failed side by side (see above) ---"; \
-	  $(BIN)/python -m pytest -q --last-failed --last-failed-no-failures all --ignore=tests/slurm; }; parallel=$$?; \
+	$(BIN)/python -m pytest -q --cache-clear $(PYTEST_PARALLEL) --ignore=tests/slurm || \
+	  $(BIN)/python tests/failed_alone.py --ignore=tests/slurm; parallel=$$?; \
 	wait $$beside; beside=$$?; echo "--- the Slurm tests without Ray, run beside the workers ---"; \
 	cat $$beside_log; rm -f $$beside_log; \
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m ray --durations=10 tests/slurm; slurm=$$?; \
