@@ -98,20 +98,38 @@ def run_python(scripts: Path, script: str, args: list[str], home: Path, timeout:
     return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
+#: Marks every process one :func:`_run_group` call starts, so that all of them can be found and killed.
+GROUP_VAR = "MLRECIPE_TEST_GROUP"
+
+
 def _run_group(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """``subprocess.run`` in a new session whose whole process group is killed on timeout (a launcher's ranks too:
-    killing only the launcher left a rank waiting in a collective), with a ``TMPDIR`` of its own."""
-    with private_tmp_env(env) as private, subprocess.Popen(cmd, cwd=cwd, env=private, stdout=subprocess.PIPE,
-                                                           stderr=subprocess.PIPE, text=True,
-                                                           start_new_session=True) as proc:
+    """``subprocess.run`` in a new session, with a ``TMPDIR`` of its own; on timeout every process it started is
+    killed, its process group and those that left it: torch's elastic agent starts each rank in a session of its
+    own, and a rank left waiting in a collective holds the output pipes open, so that reading them never ended."""
+    token = os.urandom(8).hex()
+    with private_tmp_env({**env, GROUP_VAR: token}) as private, \
+            subprocess.Popen(cmd, cwd=cwd, env=private, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True) as proc:
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            _kill_group(proc.pid, token)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=60)
             raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(pid: int, token: str) -> None:
+    """SIGKILL the process group ``pid`` leads and every process whose environment carries ``token``."""
+    import psutil
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    for proc in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(GROUP_VAR) == token:
+                proc.kill()
 
 
 def run_accelerate(scripts: Path, script: str, args: list[str], home: Path, processes: int = 2,
