@@ -130,7 +130,8 @@ $(KFP_STAMP): pyproject.toml
 
 kfp-env: $(KFP_STAMP)
 
-# Debian packages the integration tests use (Open MPI, util-linux's unshare, git, Slurm + munge, headless Chromium for the browser tests).
+# Debian packages the integration tests use (Open MPI, util-linux's unshare, git, Slurm + munge, headless Chromium for the
+# browser tests, OpenSSH's server and client: MPIJob ranks started over real ssh in the Kubernetes harness).
 system-deps:
 	@missing=""; \
 	command -v mpirun >/dev/null || missing="$$missing openmpi-bin libopenmpi-dev"; \
@@ -138,6 +139,7 @@ system-deps:
 	command -v git >/dev/null || missing="$$missing git"; \
 	command -v slurmctld >/dev/null || missing="$$missing slurm-wlm munge"; \
 	command -v chromium >/dev/null || missing="$$missing chromium chromium-driver"; \
+	command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server openssh-client"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)"; exit 1; fi; \
