@@ -17,8 +17,8 @@ In this order, in one bash session so that exports carry over, it: clones ``git`
 ``$HOME/tmp/$HOSTNAME`` (exported as ``GIT_CLONE_DIR``, the working directory afterwards),
 runs the ``inline_script`` blocks, the ``pre_script`` lines, the command and its args joined
 with spaces, the ``post_script`` lines, and removes the clone. Output is teed to
-``$HOME/logs/<step>/node-<rank>.log``; SIGTERM/SIGINT/SIGHUP are forwarded to the whole
-process group of the script; the exit status is the command's.
+``$HOME/logs/<step>/node-<rank>.log`` (``node-<rank>-rank-<MPI rank>.log`` on an MPI slot);
+SIGTERM/SIGINT/SIGHUP are forwarded to the whole process group of the script; the exit status is the command's.
 
 Before that it maps the scheduler's native variables (Slurm, Indexed Jobs, LeaderWorkerSet,
 MPI, SageMaker's ``resourceconfig.json`` / ``SM_HOSTS``) onto the env contract ``PET_NNODES``,
@@ -143,7 +143,7 @@ def map_env_contract(env: dict[str, str], resource_config: str = SAGEMAKER_RESOU
         put("PET_NNODES", env.get("LWS_GROUP_SIZE"))
         put("PET_MASTER_ADDR", env.get("LWS_LEADER_ADDRESS"))
     if "OMPI_COMM_WORLD_RANK" in env:
-        put("PET_NODE_RANK", env.get("OMPI_COMM_WORLD_NODE_RANK", env["OMPI_COMM_WORLD_RANK"]))
+        put("PET_NODE_RANK", str(mpi_node_index(env)))
     put("PET_NNODES", "1")
     put("PET_NPROC_PER_NODE", "1")
     put("PET_NODE_RANK", "0")
@@ -153,6 +153,15 @@ def map_env_contract(env: dict[str, str], resource_config: str = SAGEMAKER_RESOU
         merged = {**env, **add}
         put("PET_RDZV_ENDPOINT", f"{merged['PET_MASTER_ADDR']}:{merged['PET_MASTER_PORT']}")
     return add
+
+
+def mpi_node_index(env: dict[str, str]) -> int:
+    """The node index of an Open MPI rank (an MPIJob's launcher runs the runtime on every slot): its world rank over
+    the slots per node, as ``-map-by slot`` fills a hostfile of ``slots=PET_NPROC_PER_NODE`` lines. Open MPI's
+    ``OMPI_COMM_WORLD_NODE_RANK`` is the rank's place on its node, not the node's place."""
+    rank = int(env["OMPI_COMM_WORLD_RANK"])
+    slots = env.get("PET_NPROC_PER_NODE") or env.get("OMPI_COMM_WORLD_LOCAL_SIZE") or "1"
+    return rank // max(int(slots), 1) if slots.isdigit() else rank
 
 
 def wait_for_host(host: str, timeout: float, interval: float = 1.0,
@@ -212,7 +221,10 @@ def _log_path(program: dict, env: dict[str, str]) -> str | None:
     if not home:
         return None
     step = program.get("step") or "step"
-    return os.path.join(home, "logs", step, f"node-{env.get('PET_NODE_RANK', '0')}.log")
+    node = env.get("PET_NODE_RANK", "0")
+    if "OMPI_COMM_WORLD_RANK" in env:  # every MPI slot runs a runtime: one log per rank
+        return os.path.join(home, "logs", step, f"node-{node}-rank-{env['OMPI_COMM_WORLD_RANK']}.log")
+    return os.path.join(home, "logs", step, f"node-{node}.log")
 
 
 def _open_log(path: str | None) -> BinaryIO | None:

@@ -313,8 +313,9 @@ class MpiRun(Model):
         None, description="Launcher pod {requests, limits}; default 250m CPU / 256Mi."
     )
     worker_command: list[str] = Field(
-        default_factory=list,
-        description="Worker container command (e.g. [/usr/sbin/sshd, -De]); empty: the image's entrypoint.",
+        default_factory=lambda: ["/usr/sbin/sshd", "-De"],
+        description="Worker container command: sshd, which mpirun reaches over ssh to start the ranks (the MPI "
+        "operator's way); []: the image's entrypoint (an image whose entrypoint runs sshd).",
     )
     worker_args: list[str] = Field(default_factory=list, description="Worker container args.")
     spread_workers: bool = Field(
