@@ -31,6 +31,13 @@ temporary directory of its own under /tmp, exported as ``TMPDIR`` and removed wh
 /tmp goes with the pod: what the step's programs leave there (vLLM's IPC sockets, torchrun's ``torchelastic_*``
 directories, a private Ray's sessions) does not pile up on a shared machine. TorchInductor's compile cache, which
 is worth keeping between runs, stays where it would have been (``TORCHINDUCTOR_CACHE_DIR``).
+
+With a ``"watchdog": {"hang_timeout": "10m", "on_hang": "fail"|"restart", "max_restarts": 1}`` block in the
+program (absent: none of this happens), the runtime also watches for a hang: no new output of its node, no new
+line in ``$MLRECIPE_METRICS_FILE`` and no other node's activity for ``hang_timeout``. It then dumps the Python stacks
+of every thread of every Python process of its node into the step's log directory, tells the other nodes (through
+that directory, which they share on every backend but a Kubernetes step without a shared volume), stops the command
+and exits with :data:`HANG_STATUS`, or runs the command again (``on_hang: restart``). See :class:`Watchdog`.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import contextlib
 import getpass
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -49,6 +57,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 STATUS_VAR = "__MLRECIPE_STATUS"
@@ -308,6 +317,564 @@ def node_temp_dir(env: dict[str, str]) -> str | None:
     return path
 
 
+#: The exit status of a node whose command the watchdog stopped after a hang (as ``timeout`` exits).
+HANG_STATUS = 124
+HANG_MARKER = "hang.json"
+HANG_REASON = "reason.txt"
+#: faulthandler's dump signal in the step's Python processes: a real-time one, which programs rarely use. Only the
+#: processes that registered it (and said so in the watchdog's ``pids`` directory) are ever sent it.
+STACK_SIGNAL = signal.SIGRTMIN + 7
+STACK_SIGNAL_VAR = "MLRECIPE_WATCHDOG_SIGNAL"
+GATHER_SECONDS = float(os.environ.get("MLRECIPE_WATCHDOG_GATHER", "10"))
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds in a duration: a number of seconds, or a string of number-unit parts (``90s``, ``10m``, ``1h30m``;
+    units ms, s, m, h, d); ``ValueError`` when it is none, or not above zero."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration such as 90s, 10m or 1h30m")
+    if isinstance(value, int | float) or (isinstance(value, str) and re.fullmatch(r"\s*(\d+(\.\d*)?|\.\d+)\s*", value)):
+        seconds = float(value)  # type: ignore[arg-type]
+    elif isinstance(value, str) and value.strip() and _DURATION_PART.sub("", value.strip()) == "":
+        seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(value.strip()))
+    else:
+        shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:37]}..."
+        raise ValueError(f"cannot read duration {shown!r}: give seconds or a duration such as 90s, 10m or 1h30m")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError("must be a duration above zero, such as 90s, 10m or 1h30m")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` the way recipes write it: ``10m``, ``1h30m``, ``3s``, ``2.5s``."""
+    if seconds != int(seconds) or seconds < 60:
+        return f"{seconds:g}s"
+    out, rest = "", int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            out, rest = out + f"{rest // size}{unit}", rest % size
+    return out
+
+
+SITECUSTOMIZE = r'''"""Written by the mlrecipe step runtime's watchdog: registers faulthandler so that the watchdog
+can dump this process's Python stacks on a hang, then runs the sitecustomize this one shadows, if there is one."""
+
+
+def _mlrecipe_register():
+    import faulthandler
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    signum = int(os.environ.get("MLRECIPE_WATCHDOG_SIGNAL") or 0)
+    if not signum:
+        return
+    keep = []
+
+    def register():
+        pid = os.getpid()
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                start = fh.read().rsplit(")", 1)[1].split()[19]
+            out = open(os.path.join(here, "stacks", f"{pid}.txt"), "w")
+            faulthandler.register(signum, file=out, all_threads=True, chain=False)
+            keep.append(out)
+            with open(os.path.join(here, "pids", str(pid)), "w") as fh:
+                fh.write(start)
+        except Exception:
+            pass
+
+    register()
+    os.register_at_fork(after_in_child=register)
+
+
+def _mlrecipe_chain():
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+try:
+    _mlrecipe_register()
+except Exception:
+    pass
+_mlrecipe_chain()
+'''
+
+#: Frames (function names in ``torch/distributed`` files) that mean a rank waits for its peers.
+COLLECTIVES = frozenset({
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all", "all_to_all_single",
+    "reduce_scatter", "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "reduce", "gather", "scatter",
+    "barrier", "monitored_barrier", "send", "recv", "isend", "irecv", "wait", "batch_isend_irecv",
+})
+_FAULTHANDLER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+) in (?P<func>\S+)')
+_PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S+) \((?P<file>[^)]*?):(?P<line>\d+)\)")
+
+
+@dataclass(frozen=True)
+class WatchdogSettings:
+    """The program's ``watchdog`` block: seconds without progress that make a hang, and what then happens."""
+
+    hang_timeout: float
+    on_hang: str = "fail"
+    max_restarts: int = 1
+
+    @classmethod
+    def from_program(cls, program: dict) -> WatchdogSettings | None:
+        """The block of ``program``, ``None`` when it has none (or one without ``hang_timeout``)."""
+        block = program.get("watchdog") or {}
+        if not isinstance(block, dict) or block.get("hang_timeout") in (None, ""):
+            return None
+        restarts = block.get("max_restarts")
+        return cls(parse_duration(block["hang_timeout"]), str(block.get("on_hang") or "fail"),
+                   1 if restarts in (None, "") else int(restarts))
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _proc_environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            items = fh.read().split(b"\0")
+    except OSError:
+        return {}
+    pairs = (i.decode("utf-8", "replace").split("=", 1) for i in items if b"=" in i)
+    return {k: v for k, v in pairs}
+
+
+def _proc_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return " ".join(a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a)
+    except OSError:
+        return ""
+
+
+def _is_python(pid: int) -> bool:
+    try:
+        return os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("python")
+    except OSError:
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """The pids of every process below ``root`` (ranks in sessions of their own too), from /proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def parse_stacks(text: str) -> list[list[tuple[str, int, str]]]:
+    """The threads of a faulthandler or py-spy dump, each a list of (file, line, function), innermost first."""
+    threads: list[list[tuple[str, int, str]]] = []
+    for line in text.splitlines():
+        if line.startswith(("Thread ", "Current thread ")):
+            threads.append([])
+            continue
+        m = _FAULTHANDLER_FRAME.match(line) or _PYSPY_FRAME.match(line)
+        if m and threads:
+            threads[-1].append((m["file"], int(m["line"]), m["func"]))
+    return [t for t in threads if t]
+
+
+def in_collective(threads: list[list[tuple[str, int, str]]]) -> bool:
+    """Whether a thread waits in a ``torch.distributed`` collective (or a wait on one)."""
+    return any("torch/distributed" in f and fn in COLLECTIVES for t in threads for f, _, fn in t)
+
+
+def innermost(threads: list[list[tuple[str, int, str]]]) -> str:
+    """Where the main thread is (the one whose outermost frame is a module's): ``function (file:line)``."""
+    main = next((t for t in threads if t[-1][2] == "<module>"), threads[-1])
+    file, line, func = main[0]
+    return f"{func} ({file}:{line})"
+
+
+def _header(text: str) -> dict[str, str]:
+    fields = {}
+    for line in text.splitlines():
+        if not line.startswith("# "):
+            break
+        key, _, value = line[2:].partition(": ")
+        fields[key] = value
+    return fields
+
+
+def hang_culprit(stack_dir: str) -> str:
+    """The first rank (by rank, node, pid) whose stacks are not inside a collective, with where it is; or what
+    the stacks in ``stack_dir`` say instead."""
+    procs = []
+    for name in sorted(os.listdir(stack_dir)) if os.path.isdir(stack_dir) else []:
+        if not (name.startswith("node-") and name.endswith(".txt")):
+            continue
+        with open(os.path.join(stack_dir, name), encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        fields, threads = _header(text), parse_stacks(text)
+        if threads:
+            procs.append((fields, threads))
+    if not procs:
+        return "no Python stacks could be taken"
+    ranked = [p for p in procs if p[0].get("rank", "-") != "-"]
+    candidates = ranked or procs
+
+    def order(p: tuple[dict[str, str], list]) -> list[int]:
+        return [int(p[0][k]) if p[0].get(k, "-").isdigit() else 1 << 30 for k in ("rank", "node", "pid")]
+
+    for fields, threads in sorted(candidates, key=order):
+        if not in_collective(threads):
+            who = (f"rank {fields['rank']} (node {fields.get('node')}, pid {fields.get('pid')})"
+                   if fields.get("rank", "-") != "-" else f"node {fields.get('node')} pid {fields.get('pid')}")
+            return f"{who} is not in a collective: in {innermost(threads)}"
+    return "every rank's stack is inside a collective (a peer may have died, or the fabric stalls)"
+
+
+def read_hang_reason(log_dir: str | os.PathLike[str]) -> str | None:
+    """The reason the watchdog gave for the latest hang of the step whose log directory is ``log_dir``."""
+    try:
+        with open(os.path.join(log_dir, "watchdog", HANG_MARKER), encoding="utf-8") as fh:
+            marker = json.load(fh)
+        with open(os.path.join(log_dir, str(marker["dir"]), HANG_REASON), encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def step_log_dir(program: dict, env: dict[str, str]) -> str | None:
+    """The step's log directory, shared by its nodes where the backend shares one: the metrics file's (local,
+    Slurm, a Kubernetes shared volume), else ``$HOME/logs/<step>``."""
+    if env.get("MLRECIPE_METRICS_FILE"):
+        return os.path.dirname(os.path.abspath(env["MLRECIPE_METRICS_FILE"]))
+    path = _log_path(program, env)
+    return os.path.dirname(path) if path else None
+
+
+class Watchdog:
+    """Hang detection for one node: progress, the decision, the stacks, the other nodes.
+
+    Progress is new output of this node's command, a change of ``$MLRECIPE_METRICS_FILE`` or of another node's
+    activity file (``<log dir>/watchdog/activity-node-<rank>``, touched at most once a second while its node
+    prints). A node that sees none for ``hang_timeout`` decides: it writes ``<log dir>/watchdog/hang.json`` naming a
+    new ``hang-<time>-node<rank>`` directory; every node that sees that marker change (or decides itself) dumps its
+    stacks there, marks itself done, waits up to :data:`GATHER_SECONDS` for the others, and writes the reason.
+    """
+
+    def __init__(self, settings: WatchdogSettings, env: dict[str, str], log_dir: str | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.node = int(env.get("PET_NODE_RANK", "0") or 0)
+        nnodes = (env.get("PET_NNODES") or "1").split(":")[-1]
+        self.nnodes = int(nnodes) if nnodes.isdigit() else 1
+        self.metrics = env.get("MLRECIPE_METRICS_FILE") or None
+        self.log_dir = log_dir
+        self.shared = os.path.join(log_dir, "watchdog") if log_dir else None
+        self.private = tempfile.mkdtemp(prefix="mlrecipe-wd-", dir=env.get("TMPDIR") or None)
+        for sub in ("stacks", "pids"):
+            os.mkdir(os.path.join(self.private, sub))
+        with open(os.path.join(self.private, "sitecustomize.py"), "w", encoding="utf-8") as fh:
+            fh.write(SITECUSTOMIZE)
+        if self.shared:
+            with contextlib.suppress(OSError):
+                os.makedirs(self.shared, exist_ok=True)
+        self.attempt = 0
+        self.last_progress = clock()
+        self._last_touch = 0.0
+        self._seen: dict[str, tuple[int, int]] = {}
+        self._marker_seen: tuple[int, int] | None = None
+
+    def child_env(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` for the command: the watchdog's sitecustomize first on ``PYTHONPATH``, its dump signal."""
+        path = env.get("PYTHONPATH")
+        return {**env, "PYTHONPATH": f"{self.private}:{path}" if path else self.private,
+                STACK_SIGNAL_VAR: str(int(STACK_SIGNAL))}
+
+    def start_attempt(self) -> None:
+        """A new run of the command: the clock starts again; only a hang marker written from now on counts."""
+        self.last_progress = self.clock()
+        self._marker_seen = self._stat(self._marker)
+        self._scan()
+        for sub in ("stacks", "pids"):
+            for name in os.listdir(os.path.join(self.private, sub)):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.private, sub, name))
+
+    @property
+    def _marker(self) -> str | None:
+        return os.path.join(self.shared, HANG_MARKER) if self.shared else None
+
+    @staticmethod
+    def _stat(path: str | None) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size) if st else None
+
+    def saw_output(self) -> None:
+        """This node's command printed: progress, and (at most once a second) this node's activity file."""
+        now = self.clock()
+        self.last_progress = now
+        if self.shared and now - self._last_touch >= 1.0:
+            self._last_touch = now
+            path = os.path.join(self.shared, f"activity-node-{self.node}")
+            with contextlib.suppress(OSError):
+                with open(path, "a", encoding="utf-8"):
+                    pass
+                os.utime(path)
+
+    def _scan(self) -> bool:
+        paths = [self.metrics] if self.metrics else []
+        if self.shared:
+            with contextlib.suppress(OSError):
+                paths += [os.path.join(self.shared, n) for n in os.listdir(self.shared) if n.startswith("activity-")]
+        changed = False
+        for path in paths:
+            now = self._stat(path)
+            if now is not None and self._seen.get(path) != now:
+                changed = True
+                self._seen[path] = now
+        return changed
+
+    def check(self) -> str | None:
+        """``"told"`` when another node decided a hang, ``"decided"`` when this one does now, else ``None``."""
+        if self._scan():
+            self.last_progress = self.clock()
+        marker = self._stat(self._marker)
+        if marker is not None and marker != self._marker_seen:
+            return "told"
+        if self.clock() - self.last_progress >= self.settings.hang_timeout:
+            return "decided"
+        return None
+
+    def _decide(self) -> str:
+        name = time.strftime("hang-%Y%m%dT%H%M%SZ", time.gmtime()) + f"-node{self.node}"
+        if self._marker is None:
+            return name
+        tmp = f"{self._marker}.{self.node}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump({"dir": name, "node": self.node, "attempt": self.attempt, "time": time.time()}, fh)
+            os.replace(tmp, self._marker)
+        except OSError:
+            return name
+        time.sleep(0.3)  # two nodes that decide at once: the marker written last names the directory
+        return self._marker_dir() or name
+
+    def _marker_dir(self) -> str | None:
+        try:
+            with open(str(self._marker), encoding="utf-8") as fh:
+                return str(json.load(fh)["dir"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def on_hang(self, how: str, root_pid: int) -> tuple[str, str]:
+        """Dump this node's stacks (the processes below ``root_pid``), gather the other nodes', and return the
+        hang's directory and reason."""
+        name = (self._marker_dir() if how == "told" else None) or self._decide()
+        base = self.log_dir or self.private
+        stack_dir = os.path.join(base, name)
+        with contextlib.suppress(OSError):
+            os.makedirs(stack_dir, exist_ok=True)
+        self.dump_stacks(stack_dir, root_pid)
+        with contextlib.suppress(OSError), open(os.path.join(stack_dir, f"node-{self.node}.done"), "w"):
+            pass
+        deadline = time.monotonic() + GATHER_SECONDS
+        while time.monotonic() < deadline and not all(
+                os.path.exists(os.path.join(stack_dir, f"node-{r}.done")) for r in range(self.nnodes)):
+            time.sleep(0.2)
+        reason = (f"hang: no progress for {format_duration(self.settings.hang_timeout)}; stacks in {stack_dir}; "
+                  f"{hang_culprit(stack_dir)}")
+        with contextlib.suppress(OSError):
+            tmp = os.path.join(stack_dir, f"{HANG_REASON}.{self.node}.tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(reason + "\n")
+            os.replace(tmp, os.path.join(stack_dir, HANG_REASON))
+        return stack_dir, reason
+
+    def registered(self) -> list[int]:
+        """The live processes that registered the dump signal (their start time checked: no reused pid)."""
+        pids = []
+        folder = os.path.join(self.private, "pids")
+        for name in os.listdir(folder):
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                    start = fh.read().strip()
+            except OSError:
+                continue
+            if name.isdigit() and start and _proc_start(int(name)) == start:
+                pids.append(int(name))
+        return sorted(pids)
+
+    def dump_stacks(self, stack_dir: str, root_pid: int) -> list[str]:
+        """Write the stacks of every Python process of this node below ``root_pid`` into ``stack_dir``
+        (``node-<rank>-pid-<pid>.txt``): faulthandler in those that registered it, py-spy for the others when
+        it is installed. Returns the files written."""
+        below = set(descendants(root_pid))
+        pids = [p for p in self.registered() if p in below]
+        files = {p: os.path.join(self.private, "stacks", f"{p}.txt") for p in pids}
+        sizes = {p: self._stat(f) for p, f in files.items()}
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, STACK_SIGNAL)
+        deadline = time.monotonic() + 5.0
+        waiting = set(pids)
+        while waiting and time.monotonic() < deadline:
+            time.sleep(0.2)
+            waiting = {p for p in waiting if self._stat(files[p]) == sizes[p]}
+        time.sleep(0.2)  # a dump still being written settles
+        written = []
+        for pid in pids:
+            with contextlib.suppress(OSError), open(files[pid], encoding="utf-8", errors="replace") as fh:
+                written.append(self._write_stack(stack_dir, pid, "faulthandler", fh.read()))
+        spy = shutil.which("py-spy")
+        others = [p for p in sorted(below) if p not in pids and _is_python(p)] if spy else []
+        for pid in others:
+            try:
+                out = subprocess.run([str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=20)
+                text = out.stdout if out.returncode == 0 else f"py-spy failed: {out.stderr.strip()}\n"
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                text = f"py-spy failed: {exc}\n"
+            written.append(self._write_stack(stack_dir, pid, "py-spy", text))
+        return [w for w in written if w]
+
+    def _write_stack(self, stack_dir: str, pid: int, method: str, text: str) -> str:
+        env = _proc_environ(pid)
+        header = (f"# node: {self.node}\n# pid: {pid}\n# rank: {env.get('RANK', '-')}\n"
+                  f"# local_rank: {env.get('LOCAL_RANK', '-')}\n# method: {method}\n"
+                  f"# command: {_proc_cmdline(pid)}\n")
+        path = os.path.join(stack_dir, f"node-{self.node}-pid-{pid}.txt")
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(header + text)
+        except OSError:
+            return ""
+        return path
+
+    def close(self) -> None:
+        shutil.rmtree(self.private, ignore_errors=True)
+
+
+
+def _stop_tree(child: subprocess.Popen, pids: list[int], grace: float) -> None:
+    """Stop the command's process group and the processes below it that left it (ranks in sessions of their own)."""
+    starts = {p: _proc_start(p) for p in pids}
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signum)
+        for pid, start in starts.items():
+            if start is not None and _proc_start(pid) == start:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signum)
+        if signum == signal.SIGTERM:
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and (child.poll() is None or any(
+                    s is not None and _proc_start(p) == s for p, s in starts.items())):
+                time.sleep(0.1)
+
+
+def _run_watched(program: dict, env: dict[str, str], log: BinaryIO | None, settings: WatchdogSettings) -> int:
+    """:func:`_run_script` under the watchdog: on a hang, stacks, then :data:`HANG_STATUS` or a restart."""
+    watchdog = Watchdog(settings, env, step_log_dir(program, env))
+    out = sys.stdout.buffer
+
+    def say(text: str) -> None:
+        line = f"[mlrecipe] {text}\n".encode()
+        out.write(line)
+        out.flush()
+        if log is not None:
+            log.write(line)
+
+    try:
+        while True:
+            status, reason = _watched_attempt(program, watchdog, watchdog.child_env(env), log)
+            if reason is None:
+                return status
+            say(reason)
+            if settings.on_hang != "restart" or watchdog.attempt >= settings.max_restarts:
+                return HANG_STATUS
+            watchdog.attempt += 1
+            say(f"watchdog: restarting the command after a hang (restart {watchdog.attempt} of "
+                f"{settings.max_restarts})")
+    finally:
+        watchdog.close()
+        if log is not None:
+            log.close()
+
+
+def _watched_attempt(program: dict, watchdog: Watchdog, env: dict[str, str],
+                     log: BinaryIO | None) -> tuple[int, str | None]:
+    """One run of the command under ``watchdog``: its status, and the hang's reason if it hung."""
+    watchdog.start_attempt()
+    script = build_script(program)
+    cwd = env["HOME"] if env.get("HOME") and os.path.isdir(env["HOME"]) else None
+    child = subprocess.Popen(["bash", "-c", script, "mlrecipe-step"], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                             preexec_fn=_set_parent_death_signal)
+    forward = _Forwarder(child)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    hang: list[str] = []
+    done = threading.Event()
+    interval = min(1.0, watchdog.settings.hang_timeout / 4)
+
+    def watch() -> None:
+        while not done.wait(interval):
+            how = watchdog.check()
+            if how is None or forward.stopping:
+                continue
+            pids = descendants(child.pid)
+            _, reason = watchdog.on_hang(how, child.pid)
+            hang.append(reason)
+            _stop_tree(child, pids + descendants(child.pid), min(GRACE_SECONDS, 5.0))
+            return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    out = sys.stdout.buffer
+    assert child.stdout is not None
+    fd = child.stdout.fileno()
+    while chunk := os.read(fd, 65536):
+        watchdog.saw_output()
+        out.write(chunk)
+        out.flush()
+        if log is not None:
+            log.write(chunk)
+    status = child.wait()
+    done.set()
+    watcher.join()
+    if forward.stopping:
+        forward._signal(signal.SIGKILL)
+    if hang:
+        return HANG_STATUS, hang[0]
+    return (128 - status if status < 0 else status), None
+
+
 def run(program: dict, env: dict[str, str] | None = None) -> int:
     """Run one step program in this node and return the command's exit status."""
     env = dict(os.environ if env is None else env)
@@ -327,10 +894,11 @@ def run(program: dict, env: dict[str, str] | None = None) -> int:
     if env.get("MLRECIPE_METRICS_FILE"):  # progress is best effort: a read-only volume does not stop the step
         with contextlib.suppress(OSError):
             os.makedirs(os.path.dirname(env["MLRECIPE_METRICS_FILE"]) or ".", exist_ok=True)
+    watchdog = WatchdogSettings.from_program(program)
     log = _open_log(_log_path(program, env))
     temp_dir = node_temp_dir(env)
     try:
-        return _run_script(program, env, log)
+        return _run_watched(program, env, log, watchdog) if watchdog else _run_script(program, env, log)
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
