@@ -77,7 +77,7 @@ def test_cli_sets_the_step_backend_mode(mlhome: Path, tmp_path: Path) -> None:
     assert local.returncode == 0, local.stderr
     assert f"RoleArn: {LOCAL_ROLE}" in local.stdout and "S3Uri: file://" in local.stdout
     aws = cli(mlhome, "run", str(pipeline), "--dry-run", "-B", "sagemaker.role_arn=arn:aws:iam::123456789012:role/r",
-              "-B", "sagemaker.s3_prefix=s3://bucket/p")
+              "-B", "sagemaker.s3_prefix=s3://bucket/p", "-B", "sagemaker.region=us-west-2")
     assert aws.returncode == 0, aws.stderr
     assert LOCAL_ROLE not in aws.stdout and "RoleArn: arn:aws:iam::123456789012:role/r" in aws.stdout
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import subprocess
 from pathlib import Path
 from typing import Annotated
@@ -60,7 +59,7 @@ def sagemaker_default(opts: list[str]) -> str:
     """The default of the pipeline's ``sagemaker_opts`` parameter from ``-B sagemaker.KEY=VALUE`` (or ``KEY=VALUE``)
     options, comma-joined. Raises :class:`UserError` for a credential-like key or value: a SageMaker task's AWS
     credentials come from the run's service account (IRSA), never from the compiled file."""
-    from mlrecipe.credentials import is_secret_name
+    from mlrecipe.credentials import is_secret_name, is_secret_value
     from mlrecipe.errors import UserError
 
     out = []
@@ -70,7 +69,7 @@ def sagemaker_default(opts: list[str]) -> str:
             key = key.strip().removeprefix("sagemaker.")
             if not sep or not key:
                 raise UserError(f"-B {item}: expected sagemaker.KEY=VALUE")
-            if is_secret_name(key) or re.search(r"\b(AKIA|ASIA)[A-Z0-9]{16}\b", value):
+            if is_secret_name(key) or is_secret_value(value):
                 raise UserError(f"-B {item}: a credential is never written into a compiled pipeline; SageMaker tasks "
                                 "get AWS credentials from the run's service account (IRSA: AWS_ROLE_ARN and "
                                 "AWS_WEB_IDENTITY_TOKEN_FILE)")

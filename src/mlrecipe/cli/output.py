@@ -1,4 +1,5 @@
-"""Printing of errors and results for people (text) and scripts (json)."""
+"""Printing of errors and results for people (text) and scripts (json); errors go through
+:func:`mlrecipe.credentials.redact_text`, so a credential in a bad ``--set`` or option is not echoed."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from mlrecipe.credentials import redact_text
 from mlrecipe.errors import ExitCode, MlrecipeError, SpecError
 
 
@@ -13,7 +15,7 @@ def print_spec_error(exc: SpecError) -> None:
     """One line per problem on stderr, ``file:line: field: message``."""
     count = len(exc.issues)
     for issue in exc.issues:
-        print(f"error: {issue}", file=sys.stderr)
+        print(redact_text(f"error: {issue}"), file=sys.stderr)
     if count > 1:
         print(f"{count} errors; nothing was started", file=sys.stderr)
     else:
@@ -25,12 +27,13 @@ def print_error(exc: MlrecipeError) -> ExitCode:
     if isinstance(exc, SpecError):
         print_spec_error(exc)
     else:
-        print(f"error: {exc}", file=sys.stderr)
+        print(redact_text(f"error: {exc}"), file=sys.stderr)
     return exc.exit_code
 
 
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> ExitCode:
-    print(f"error: {message}", file=sys.stderr)
+    """Print ``message`` as one error line (passwords in URLs and well-known tokens masked); return ``code``."""
+    print(redact_text(f"error: {message}"), file=sys.stderr)
     return code
 
 

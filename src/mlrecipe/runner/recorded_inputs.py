@@ -1,7 +1,8 @@
 """The inputs a release records for ``resume``, without the credentials given on the command line.
 
-A ``--set`` that carries a credential (the value of an environment variable whose name looks like one, e.g.
-``--set train.env[0].value=hf_...`` for ``HF_TOKEN``, or a value under a key such as ``hf_token``) is recorded with
+A ``--set`` that carries a credential (by :mod:`mlrecipe.credentials`' rule: the value of an environment variable
+whose name or value says so, e.g. ``--set train.env[0].value=hf_...`` for ``HF_TOKEN``, or a value under a key such as
+``hf_token``) is recorded with
 the credential replaced by ``${NAME}``; ``resume`` takes it back from the environment variable ``NAME`` and stops
 with exit 2, saying what to export, when that variable is not set. Nothing else changes: recipe files are
 recorded by path, and the other ``--set`` expressions as given.
@@ -13,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from mlrecipe.credentials import is_secret_name
+from mlrecipe.credentials import is_secret
 from mlrecipe.errors import UserError
 from mlrecipe.spec.load import ReleaseSpec
 
@@ -29,10 +30,10 @@ def _secret_values(node: Any) -> Iterator[tuple[str, str]]:
     """(variable name, value) of every credential in a step's values: env entries and credential-named keys."""
     if isinstance(node, dict):
         name = node.get("name")
-        if isinstance(name, str) and is_secret_name(name) and _scalar_text(node.get("value")):
+        if isinstance(name, str) and is_secret(name, _scalar_text(node.get("value"))):
             yield name, _scalar_text(node["value"])
         for k, v in node.items():
-            if _scalar_text(v) and k not in ("name", "value") and is_secret_name(str(k)):
+            if k not in ("name", "value") and is_secret(str(k), _scalar_text(v)):
                 yield re.sub(r"\W", "_", str(k)).upper(), _scalar_text(v)
             elif isinstance(v, dict | list):
                 yield from _secret_values(v)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from mlrecipe.errors import UnknownChartError
 from mlrecipe.spec import recipe as recipe_models
 from mlrecipe.spec.catalog import CHART_SPECIFIC_BLOCKS, ChartInfo, lookup
+from mlrecipe.spec.credential_names import ambiguous_env_issues
 from mlrecipe.spec.errors import SpecError, SpecIssue, format_path, parse_path
 from mlrecipe.spec.framework_scripts import framework_warnings
 from mlrecipe.spec.issues import ValueSources, pydantic_issues, set_values_doc
@@ -191,7 +192,8 @@ def build_step(
         recipe = Recipe.model_validate(values)
     except ValidationError as exc:
         return None, pydantic_issues(exc, values, sources)
-    issues = _chart_rules(recipe, values, chart, sources) + _template_issues(recipe, sources)
+    issues = (_chart_rules(recipe, values, chart, sources) + _template_issues(recipe, sources)
+              + ambiguous_env_issues(values, sources))
     if issues:
         return None, issues
     step = StepSpec(name, chart, values, recipe, depends_on, sources=sources)

@@ -1,6 +1,6 @@
 """Credentials of a Kubernetes step: env values that look like credentials go into a Secret, never a manifest.
 
-The rule is :func:`mlrecipe.credentials.is_secret_name` (the one the Slurm backend applies). Every env list
+The rule is :func:`mlrecipe.credentials.is_secret` (the one the Slurm backend applies). Every env list
 the charts render (``train``/``process``/``server.env``, ``mpirun.env``, ``ray.env``, the top-level
 ``env`` of hf-snapshot and ``mlrecipe-lib.pipeline_env``) is split: a credential entry keeps its name
 and loses its value, and ``mlrecipe-lib.secret_env`` tells the library chart to render that name as
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from mlrecipe.credentials import MASK, is_secret_name
+from mlrecipe.credentials import MASK, is_secret
 from mlrecipe.errors import SecretConflictError
 
 __all__ = ["SecretConflictError", "lift_ray_env_vars", "masked", "secret_manifest", "split_values",
@@ -53,8 +53,8 @@ def secret_name(release: str, step: str) -> str:
 
 def is_secret_entry(entry: Any) -> bool:
     """Whether a values env entry holds a credential: a credential-like name and a non-empty value."""
-    return (isinstance(entry, dict) and isinstance(entry.get("name"), str) and is_secret_name(entry["name"])
-            and entry.get("value") not in (None, ""))
+    return (isinstance(entry, dict) and isinstance(entry.get("name"), str)
+            and is_secret(entry["name"], entry.get("value")))
 
 
 def split_env(env: list[Any]) -> tuple[list[Any], dict[str, str]]:

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 from mlrecipe.backends.base import AdoptsSubmitted, Backend, ReleaseContext, RemovesByRelease
 from mlrecipe.backends.sagemaker import names, status, tagged
-from mlrecipe.backends.sagemaker.client import aws_client, call, require_boto3, sagemaker_client
+from mlrecipe.backends.sagemaker.client import aws_client, call, require_boto3, sagemaker_client, sdk_region
 from mlrecipe.backends.sagemaker.endpoint import (
     EndpointPlan,
     EndpointRunningStep,
@@ -85,6 +85,10 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease,
                                     f"training waits for capacity within it, got {o.max_wait}"))
         if o.mode == "local":
             return issues
+        if not o.region and not sdk_region():
+            issues.append(SpecIssue(OPTION_SOURCE, None, "region", "mode aws needs an AWS region and none is set: "
+                                    "-B sagemaker.region=us-west-2 (or the config file's sagemaker section, "
+                                    "AWS_REGION, or a region in ~/.aws/config)"))
         missing = [n for n in ("role_arn", "s3_prefix") if not getattr(o, n)]
         return issues + [SpecIssue(OPTION_SOURCE, None, n, f"required in mode aws (set it in the config file's "
                                    f"sagemaker section or with -B sagemaker.{n}=...; or use -B sagemaker.mode=local)")

@@ -37,9 +37,28 @@ def aws_client(service: str, region: str | None, endpoint_url: str | None) -> An
     require_boto3()
     import boto3
     from botocore.config import Config
+    from botocore.exceptions import BotoCoreError
 
     config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60)
-    return boto3.session.Session().client(service, region_name=region, endpoint_url=endpoint_url, config=config)
+    try:
+        return boto3.session.Session().client(service, region_name=region, endpoint_url=endpoint_url, config=config)
+    except (BotoCoreError, ValueError) as exc:  # no region, a malformed endpoint URL: before any call
+        raise BackendError(f"cannot make the AWS {service} client: {exc} (set -B sagemaker.region=... and check "
+                           "-B sagemaker.endpoint_url)") from exc
+
+
+def sdk_region() -> str | None:
+    """The region boto3 would use without a ``region`` option (AWS_REGION, AWS_DEFAULT_REGION, the profile in
+    ~/.aws/config); ``None`` when there is none, or no botocore to ask."""
+    try:
+        import botocore.session
+        from botocore.exceptions import BotoCoreError
+    except ImportError:
+        return None
+    try:
+        return botocore.session.get_session().get_config_variable("region") or None
+    except BotoCoreError:  # a profile that does not exist
+        return None
 
 
 def sagemaker_client(mode: str, region: str | None, endpoint_url: str | None, local_root: Path) -> Any:

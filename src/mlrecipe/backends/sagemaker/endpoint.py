@@ -29,7 +29,7 @@ from mlrecipe.backends.sagemaker.client import call, error_code
 from mlrecipe.backends.sagemaker.handle import SageMakerHandle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.backends.sagemaker.request import LOCAL_IMAGE, LOCAL_ROLE, instance_type
-from mlrecipe.credentials import is_secret_name
+from mlrecipe.credentials import is_secret
 from mlrecipe.errors import BackendError, SpecIssue
 from mlrecipe.spec.load import StepSpec
 
@@ -120,7 +120,7 @@ def build_endpoint(step: StepSpec, ctx: ReleaseContext, options: SageMakerOption
     environment: dict[str, str] = {}
     values = recipe_env(step, ctx)
     for i, entry in enumerate(step.block.env):
-        if is_secret_name(entry.name) and entry.value:
+        if is_secret(entry.name, entry.value):
             issues.append(step.issue(f"{step.chart.block}.env[{i}].value", f"{entry.name} looks like a credential: "
                                      "a Model's Environment is visible in DescribeModel; give it to the inference "
                                      "code from AWS Secrets Manager instead"))

@@ -45,6 +45,13 @@ def _s3_keys(client: Any, uri: str) -> list[tuple[str, str, str]]:
     return out
 
 
+def _inside(root: Path, rel: str, what: str) -> Path:
+    """``root / rel``, refused (:class:`StagingError`) when ``rel`` goes up out of ``root`` with ``..``."""
+    if ".." in Path(rel).parts or Path(rel).is_absolute():
+        raise StagingError(f"ValidationException: {what} leaves its directory ('..')")
+    return root / rel
+
+
 def stage_channels(channels: list[dict[str, Any]], trees: list[Path], s3_factory: S3ClientFactory | None) -> None:
     """Copy every S3-data-source channel into each host's tree (``trees[i]`` is host ``i``'s ``/opt/ml``)."""
     client: Any = None
@@ -68,7 +75,7 @@ def stage_channels(channels: list[dict[str, Any]], trees: list[Path], s3_factory
         for i, (rel, obj) in enumerate(items):
             hosts = [targets[i % len(targets)]] if sharded else targets
             for target in hosts:
-                dest = target / rel
+                dest = _inside(target, rel, f"channel {ch['ChannelName']}: object {rel}")
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 if isinstance(obj, Path):
                     shutil.copyfile(obj, dest)
@@ -86,7 +93,8 @@ def file_system_mounts(channels: list[dict[str, Any]], file_systems_root: Path) 
         fs = (ch.get("DataSource") or {}).get("FileSystemDataSource")
         if not fs:
             continue
-        source = file_systems_root / fs["FileSystemId"] / fs.get("DirectoryPath", "/").strip("/")
+        root = file_systems_root / fs["FileSystemId"]
+        source = _inside(root, fs.get("DirectoryPath", "/").strip("/"), f"channel {ch['ChannelName']}: DirectoryPath")
         source.mkdir(parents=True, exist_ok=True)
         out.append((source, f"/opt/ml/input/data/{ch['ChannelName']}"))
     return out

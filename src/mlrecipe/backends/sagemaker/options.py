@@ -20,14 +20,23 @@ Example::
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from mlrecipe.backends.base import BackendOptions
 from mlrecipe.config import mlrecipe_home
+from mlrecipe.credentials import ambiguity, is_secret_name, is_secret_value
 from mlrecipe.spec.model import Model
+
+
+def no_traversal(path: str, what: str = "a path") -> str:
+    """``path`` when none of its parts is ``..`` (nor a NUL byte); else a ``ValueError`` naming it."""
+    if "\0" in path or ".." in PurePosixPath(path).parts or ".." in path.replace("\\", "/").split("/"):
+        raise ValueError(f"{what} must not go up with '..', got {path!r}")
+    return path
 
 
 class FileSystem(Model):
@@ -38,6 +47,13 @@ class FileSystem(Model):
     directory_path: str = Field(
         "/", description="Directory of the file system to mount (FSx for Lustre: /<mount name>[/path])")
     access_mode: Literal["rw", "ro"] = Field("rw", description="rw or ro")
+
+    @field_validator("directory_path")
+    @classmethod
+    def _inside(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"must be an absolute path in the file system (/<mount name>[/path]), got {value!r}")
+        return no_traversal(value, "directory_path")
 
 
 class SageMakerOptions(BackendOptions):
@@ -78,6 +94,60 @@ class SageMakerOptions(BackendOptions):
         None, description="local mode: directory of the pvc volumes mounted for pvcs without a file_systems entry, "
         "one sub-directory per pvc (default: the local backend's, local.root or $MLRECIPE_HOME/volumes)")
 
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a URL ({exc}): give http(s)://host[:port]") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+            raise ValueError(f"must be http(s)://host[:port][/path], got {value!r}")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("must not carry a user or password: AWS credentials come from the SDK's chain "
+                             "(environment, ~/.aws, the instance's role)")
+        del port
+        return value
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str | None) -> str | None:
+        import re
+
+        if value is not None and not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-[0-9]+", value):
+            raise ValueError(f"must be an AWS region such as us-west-2, got {value!r}")
+        return value
+
+    @field_validator("s3_prefix", "checkpoint_s3_uri", "local_root", "volume_root")
+    @classmethod
+    def _paths(cls, value: str | None) -> str | None:
+        return value if value is None else no_traversal(value)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        for key, value in tags.items():
+            why = ambiguity(key)
+            if why:
+                raise ValueError(f"tag {why}")
+            if is_secret_name(key) or is_secret_value(value):
+                raise ValueError(f"tag {key} looks like a credential: tags are shown to anyone who may list or "
+                                 "describe the job, and printed in plans; never put a credential in a tag")
+            if key.startswith(("aws:", "mlrecipe:")):
+                raise ValueError(f"tag {key}: the prefixes aws: and mlrecipe: are reserved")
+        return tags
+
+    @model_validator(mode="after")
+    def _no_credentials(self) -> SageMakerOptions:
+        for name, value in _strings(self.model_dump(exclude={"tags"})):
+            if is_secret_value(value):
+                raise ValueError(f"{name} holds a credential (a password in a URL or a token); options are written "
+                                 "into plans and the release's state: give credentials through the AWS SDK's chain")
+        return self
+
     def local_dir(self) -> Path:
         """The local mode's root directory."""
         return Path(self.local_root).expanduser() if self.local_root else mlrecipe_home() / "sagemaker-local"
@@ -87,3 +157,14 @@ class SageMakerOptions(BackendOptions):
         from mlrecipe.backends.host.volumes import local_volume_root
 
         return local_volume_root(self.volume_root) / pvc
+
+
+def _strings(node: Any, path: str = "") -> list[tuple[str, str]]:
+    """(dotted path, text) of every string in a dumped options model."""
+    if isinstance(node, str):
+        return [(path, node)]
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in _strings(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list):
+        return [s for i, v in enumerate(node) for s in _strings(v, f"{path}[{i}]")]
+    return []

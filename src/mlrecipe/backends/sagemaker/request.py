@@ -24,7 +24,7 @@ from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.host.contract import contract_env, recipe_env, step_program
 from mlrecipe.backends.sagemaker import names
 from mlrecipe.backends.sagemaker.options import FileSystem, SageMakerOptions
-from mlrecipe.credentials import is_secret_name
+from mlrecipe.credentials import is_secret
 from mlrecipe.metrics import METRICS_VAR
 from mlrecipe.spec.load import StepSpec
 
@@ -135,6 +135,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
             notes.append(f"ebs.mount_path {recipe.ebs.mount_path}: the job's ML storage volume holds /opt/ml; "
                          "the recipe's mount path is not created")
     channels: list[dict[str, Any]] = []
+    origins["InputDataConfig"] = ("recipe", "sagemaker.inputs")
     origins["InputDataConfig[0]"] = ("option", "s3_prefix")
     links: list[str] = []
     local = options.mode == "local"
@@ -235,12 +236,13 @@ def _environment(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None
     """Environment: earlier steps' outputs, the recipe's env and the contract's fixed part; credential-like
     variables of the recipe are refused (they would be visible in DescribeTrainingJob)."""
     out = dict(env or {})
+    origins["Environment"] = ("recipe", f"{step.chart.block}.env")
     secrets: list[tuple[str, str]] = []
     entries = step.block.env
     values = recipe_env(step, ctx)
     for i, entry in enumerate(entries):
         where = f"{step.chart.block}.env[{i}].value"
-        if is_secret_name(entry.name) and entry.value:
+        if is_secret(entry.name, entry.value):
             secrets.append((entry.name, where))
             continue
         out[entry.name] = values.get(entry.name, entry.value)

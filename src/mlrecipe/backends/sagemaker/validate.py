@@ -12,7 +12,7 @@ import re
 from functools import cache
 from typing import Any
 
-from mlrecipe.backends.sagemaker.request import TrainingRequest
+from mlrecipe.backends.sagemaker.request import PROGRAM_CHANNEL, TrainingRequest
 from mlrecipe.backends.sagemaker.service_model import input_shape as _input_shape
 from mlrecipe.backends.sagemaker.service_model import service_model
 from mlrecipe.errors import SpecIssue
@@ -59,6 +59,10 @@ def _botocore_message(kind: str, details: dict[str, Any]) -> str:
 def _walk(shape: Any, value: Any, path: str, out: list[tuple[str, str]], local: bool) -> None:
     if value is None:
         return
+    most = shape.metadata.get("max")
+    if shape.type_name in ("list", "map") and isinstance(value, list | dict) and most is not None and len(value) > most:
+        out.append((path, f"at most {most} {'items' if isinstance(value, list) else 'entries'} (SageMaker's limit), "
+                    f"got {len(value)}"))
     if shape.type_name == "structure" and isinstance(value, dict):
         for key, member in shape.members.items():
             if key in value:
@@ -108,13 +112,36 @@ def _compiled(pattern: str) -> re.Pattern[str] | None:
         return None
 
 
+def channel_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """(request field path, message) for channel names SageMaker or the step would trip over: a name given twice
+    (the later channel would replace the earlier one's files), ``mlrecipe`` (the step program's channel), ``.``
+    and ``..`` (directories, not channels)."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for i, channel in enumerate(params.get("InputDataConfig") or []):
+        name = channel.get("ChannelName") if isinstance(channel, dict) else None
+        path = f"InputDataConfig[{i}].ChannelName"
+        if not isinstance(name, str):
+            continue
+        if name in (".", ".."):
+            out.append((path, f"channel name {name!r} is a directory, not a name"))
+        elif name == PROGRAM_CHANNEL and i > 0:
+            out.append((path, f"the channel name {PROGRAM_CHANNEL} is mlrecipe's own (it carries the step program); "
+                       "name the channel otherwise"))
+        elif name in seen:
+            out.append((path, f"channel {name} is given twice (channel names must be unique; a pvc's channel is "
+                       "named after the pvc)"))
+        seen.add(name)
+    return out
+
+
 def issues_of(step: StepSpec, request: TrainingRequest, local: bool = False) -> list[SpecIssue]:
     """The request's problems (and refused credentials) at the recipe's lines or the options."""
     issues = [step.issue(where, f"{name} looks like a credential: it would be visible to anyone who may "
                          "DescribeTrainingJob; keep it in AWS Secrets Manager and read it in the job through "
                          "the execution role (sagemaker role_arn), or let the role grant the access")
               for name, where in request.secrets]
-    for path, message in request_problems(request.request, local=local):
+    for path, message in request_problems(request.request, local=local) + channel_problems(request.request):
         origin = request.origin(path)
         if origin is None:
             issues.append(SpecIssue(f"step {step.name}", None, path, message))

@@ -15,7 +15,7 @@ from mlrecipe.backends.host.volumes import wrap_argv
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.plan import SlurmPlan
 from mlrecipe.backends.slurm.script import NODE_WRAPPER, BatchScript, rank_mounts_script, server_lines
-from mlrecipe.credentials import is_secret_name
+from mlrecipe.credentials import is_secret
 from mlrecipe.runtime import RAY_CLUSTER_PATH
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
@@ -80,7 +80,7 @@ def render(request: HostStepRequest, cfg: SlurmOptions, ctx: ReleaseContext, env
     notes += request.notes
     files = dict(request.files)
     job_env = {**_launch_env(request, bool(gpus), files, notes), **env, **request.recipe_env, **request.contract_env}
-    secrets = {k: v for k, v in job_env.items() if v and is_secret_name(k)}
+    secrets = {k: v for k, v in job_env.items() if is_secret(k, v)}
     for key in secrets:
         job_env.pop(key)
         notes.append(f"{key} is passed to the job from the submitting environment; its value is not written "
