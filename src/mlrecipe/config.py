@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlrecipe.spec.yamlfile import YamlDoc, load_yaml
+if TYPE_CHECKING:
+    from mlrecipe.spec.yamlfile import YamlDoc
 
 CONFIG_FILE = "config.yaml"
 
@@ -27,6 +29,8 @@ def config_path() -> Path:
 
 def read_config() -> YamlDoc | None:
     """The parsed config file, or ``None`` when there is none; bad YAML raises ``SpecError``."""
+    from mlrecipe.spec.yamlfile import load_yaml
+
     path = config_path()
     return load_yaml(path) if path.exists() else None
 

@@ -23,7 +23,9 @@ from mlrecipe.backends.registry import get_backend
 from mlrecipe.credentials import MASK
 from mlrecipe.helm.render import chart_path, render_chart
 from mlrecipe.helm.validate import validate_manifests
-from mlrecipe.spec import CATALOG, SpecError, load_step_release
+from mlrecipe.spec.catalog import CATALOG
+from mlrecipe.spec.errors import SpecError
+from mlrecipe.spec.load import load_step_release
 from tests.repo import BIN, EXAMPLES, REPO, cli_env
 
 CHARTS = REPO / "charts" / "machine-learning"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mlrecipe.spec import CATALOG
+from mlrecipe.spec.catalog import CATALOG
 from tests.repo import BIN, REPO
 
 CHART = "training/pytorchjob-distributed"

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mlrecipe.spec import CATALOG, SpecError, load_step_release
+from mlrecipe.spec.catalog import CATALOG
+from mlrecipe.spec.errors import SpecError
+from mlrecipe.spec.load import load_step_release
 from mlrecipe.spec.recipe import Recipe
 from tests.repo import REPO
 

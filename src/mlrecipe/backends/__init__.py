@@ -1,1 +1,2 @@
-"""Backends: local (default), slurm, kubernetes — one module each behind :class:`Backend`."""
+"""Backends: local (default), slurm, kubernetes, sagemaker: one package each behind
+:class:`~mlrecipe.backends.base.Backend`."""

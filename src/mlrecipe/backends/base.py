@@ -20,7 +20,6 @@ import select
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -30,31 +29,7 @@ from mlrecipe.metrics import METRICS_FILE
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 from mlrecipe.spec.model import Model
-
-
-class StepState(str, Enum):
-    """The state of a step, and of a release (the same words in ``state.json`` and ``status -o json``)."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    SERVING = "serving"  #: a server step that is up and ready; it runs until uninstalled
-    SKIPPED = "skipped"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def active(self) -> bool:
-        """Something may still be running: pending or running."""
-        return self in (StepState.PENDING, StepState.RUNNING)
-
-    @property
-    def ok(self) -> bool:
-        """The step did what it should: it succeeded, or its server is ready."""
-        return self in (StepState.SUCCEEDED, StepState.SERVING)
+from mlrecipe.states import StepState as StepState  # the contract names it; its own module keeps it light
 
 
 @dataclass(frozen=True)
@@ -248,6 +223,7 @@ class RemovesByRelease(ABC):
 class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
     """Base class of every backend (one package each, one line in the registry)."""
 
+    log_file_name: ClassVar[str] = "node-{rank}.log"  #: a node's log file in the step directory
     name: ClassVar[str]
     kinds: ClassVar[frozenset[StepKind]]
     options_type: ClassVar[type[BackendOptions]]
@@ -298,8 +274,14 @@ class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
         return self.handle_type.model_validate(data)  # type: ignore[return-value]
 
     def log_path(self, ctx: ReleaseContext, step: str, rank: int = 0) -> Path:
-        """The local file holding the log of ``rank`` of ``step``."""
-        return ctx.step_dir(step) / f"node-{rank}.log"
+        """The local file holding the log of ``rank`` of ``step`` (a backend that copies logs from elsewhere does it
+        here); :meth:`log_file_pattern` names the same file once the step has ended."""
+        return ctx.step_dir(step) / self.log_file_name.format(rank=rank)
+
+    def log_file_pattern(self, ctx: ReleaseContext, step: str) -> str:
+        """The path of :meth:`log_path` with ``{rank}`` in place of the rank, recorded with the step so that ``logs``
+        of an ended step reads its file without loading the backend."""
+        return str(ctx.step_dir(step) / self.log_file_name)
 
     def metrics_path(self, ctx: ReleaseContext, step: str) -> Path | None:
         """The local file where ``step``'s rank 0 appends progress (:mod:`mlrecipe.metrics`), or ``None``."""

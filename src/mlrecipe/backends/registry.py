@@ -1,12 +1,15 @@
-"""Backend registry: adding a backend is one line here (its module is imported only when used)."""
+"""Backend registry: adding a backend is one line here (its module is imported only when used; the names alone, for
+the CLI's addresses, import nothing)."""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlrecipe.backends.base import Backend
 from mlrecipe.errors import UnknownBackendError
+
+if TYPE_CHECKING:
+    from mlrecipe.backends.base import Backend
 
 BACKENDS: dict[str, str] = {
     "local": "mlrecipe.backends.local.backend:LocalBackend",

@@ -27,7 +27,7 @@ def parse_address(text: str, namespace: str | None = None, backend: str | None =
 
     from mlrecipe.backends.registry import BACKENDS
     from mlrecipe.errors import UserError
-    from mlrecipe.spec.pipeline import NAME_PATTERN
+    from mlrecipe.spec.names import NAME_PATTERN
 
     form = "<backend>://<namespace>/<release>[/<step>] or a release name"
     if "://" not in text:

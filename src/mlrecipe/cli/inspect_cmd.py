@@ -207,7 +207,7 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
            opts: list[str]) -> ExitCode:
     """Show one release in detail (asking the backend whether its servers are up and what its running steps do
     now), or all in a table."""
-    from mlrecipe.cli.execute import record_backends, summary
+    from mlrecipe.cli.execute import check_step, record_backends, summary
     from mlrecipe.runner.state import find_records, scan_records
 
     corrupt: list[tuple[Path, CorruptStateError]] = []
@@ -221,7 +221,11 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             records = find_records(addr.release, addr.namespace, addr.backend)
             if not records:
                 return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
+            for r in records:
+                check_step(r, addr.step)
             for r in records:  # one backend per release answers both questions
+                if not opts and not _has_live_steps(r):
+                    continue  # a finished release: the record says all, no backend is asked
                 backends = record_backends(r, opts)
                 checks[(r.backend, r.namespace, r.release)] = _server_checks(r, backends)
                 notes[(r.backend, r.namespace, r.release)] = _live_notes(r, backends)
@@ -272,6 +276,13 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
     return ExitCode.OK
 
 
+def _has_live_steps(record: ReleaseRecord) -> bool:
+    """Whether a step of ``record`` runs or serves now, so that its backend has something to say."""
+    from mlrecipe.states import StepState
+
+    return any(s.state in (StepState.RUNNING, StepState.SERVING) for s in record.steps.values())
+
+
 def _corrupt_address(path: Path) -> str:
     backend, namespace, release = path.parts[-4:-1]
     return f"{backend}://{namespace}/{release}"
@@ -279,17 +290,16 @@ def _corrupt_address(path: Path) -> str:
 
 def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str | None, backend: str | None,
          opts: list[str]) -> ExitCode:
-    """Print (and follow) the log of node ``rank`` of a step."""
-    from mlrecipe.backends.base import ReleaseContext
-    from mlrecipe.cli.execute import one_record, record_backends
+    """Print (and follow) the log of node ``rank`` of a step (of an ended step, from the file its record names,
+    without asking the backend)."""
+    from mlrecipe.cli.execute import one_record
 
     try:
         record = one_record(release, namespace, backend)
-        if record is None:
-            return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
-        backends = record_backends(record, opts)
     except MlrecipeError as exc:
         return print_error(exc)
+    if record is None:
+        return fail(f"release '{release}' not found (see 'mlrecipe list')", ExitCode.FAILED)
     step = step or parse_address(release, namespace, backend).step
     if step is None:
         ran = [n for n in record.order if n in record.steps]
@@ -298,18 +308,31 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
         step = ran[-1]
     if step not in record.order:
         return fail(f"release '{release}' has no step '{step}' (steps: {', '.join(record.order)})")
-    ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
     step_record = record.steps.get(step)
-    try:
-        impl = backends.named(record.backend_of(step_record)) if step_record is not None else backends.default
-    except MlrecipeError as exc:
-        return print_error(exc)
-    path = impl.log_path(ctx, step, rank)
+    if step_record is not None and step_record.log_file and not step_record.state.active and not opts:
+        path = Path(step_record.log_file.format(rank=rank))
+    else:
+        try:
+            path = _backend_log_path(record, step, rank, opts)
+        except MlrecipeError as exc:
+            return print_error(exc)
     if not path.exists():
         return fail(f"no log for step '{step}' rank {rank} yet ({path})", ExitCode.FAILED)
     if not follow and path.stat().st_size == 0:
         print(f"note: the log of step '{step}' rank {rank} is empty: it printed nothing ({path})", file=sys.stderr)
     return _print_log(path, record, follow)
+
+
+def _backend_log_path(record: ReleaseRecord, step: str, rank: int, opts: list[str]) -> Path:
+    """The log file of ``rank`` of ``step`` as the step's backend names it (copying it here where it must)."""
+    from mlrecipe.backends.base import ReleaseContext
+    from mlrecipe.cli.execute import record_backends
+
+    backends = record_backends(record, opts)
+    ctx = ReleaseContext(record.release, record.namespace, record.backend, record.directory)
+    step_record = record.steps.get(step)
+    impl = backends.named(record.backend_of(step_record)) if step_record is not None else backends.default
+    return impl.log_path(ctx, step, rank)
 
 
 def _print_log(path: Path, record: ReleaseRecord, follow: bool) -> ExitCode:

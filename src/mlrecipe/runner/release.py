@@ -324,6 +324,7 @@ class ReleaseRunner:
         except BackendError as exc:
             return StepOutcome(StepState.FAILED, None, f"submission failed: {exc}")
         rec.handle = running.handle.to_json()
+        rec.log_file = impl.log_file_pattern(ctx, step.name)
         record.save()
         return ActiveStep(step, rec, running, time.monotonic(), impl.log_path(ctx, step.name, 0),
                           impl.metrics_path(ctx, step.name), impl.options.retry_seconds)

@@ -18,11 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from mlrecipe.backends.base import StepState
 from mlrecipe.config import mlrecipe_home, release_dir
 from mlrecipe.errors import CorruptStateError, DiskFullError, LinkedPathError, MlrecipeError
+from mlrecipe.states import StepState
 
 STATE_FILE = "state.json"
 RESERVE_FILE = ".state.reserve"  #: space set aside in each release directory for the record of a full disk
@@ -113,6 +111,7 @@ class StepRecord:
     progress: dict[str, Any] | None = None  #: the last progress it reported (:class:`mlrecipe.metrics.Progress`)
     matrix: dict[str, Any] | None = None  #: a matrix step's combination (matrix key -> value)
     backend: str | None = None  #: the backend it ran on (``None`` in records of older versions: the release's)
+    log_file: str | None = None  #: its nodes' log file, ``{rank}`` for the rank (``logs`` reads it once it ended)
 
     def __post_init__(self) -> None:
         self.state = StepState(self.state)
@@ -157,6 +156,8 @@ class ReleaseRecord:
         """Whether the CLI process that drives this release is still alive."""
         if self.driver_pid is None:
             return False
+        import psutil
+
         try:
             p = psutil.Process(self.driver_pid)
             return self.driver_created is None or abs(p.create_time() - self.driver_created) < 0.01
@@ -215,6 +216,8 @@ class ReleaseRecord:
 
 def create_time(pid: int) -> float | None:
     """When process ``pid`` started (tells a reused pid apart), or ``None`` when it is gone."""
+    import psutil
+
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:

@@ -1,21 +1,5 @@
-"""Specs: pydantic models of recipes and pipelines, loaded with file/line/field errors (pure data)."""
+"""Specs: pydantic models of recipes and pipelines, loaded with file/line/field errors (pure data).
 
-from mlrecipe.spec.catalog import CATALOG, ChartInfo, StepKind, lookup
-from mlrecipe.spec.errors import SpecError, SpecIssue
-from mlrecipe.spec.load import ReleaseSpec, StepSpec, is_pipeline_file, load_pipeline, load_step_release
-from mlrecipe.spec.recipe import Recipe
-
-__all__ = [
-    "CATALOG",
-    "ChartInfo",
-    "Recipe",
-    "ReleaseSpec",
-    "SpecError",
-    "SpecIssue",
-    "StepKind",
-    "StepSpec",
-    "is_pipeline_file",
-    "load_pipeline",
-    "load_step_release",
-    "lookup",
-]
+Import from the modules (``mlrecipe.spec.load``, ``.recipe``, ``.catalog``, ``.errors`` ...): this package imports
+none of them, so that a light module here (``yamlfile``, ``errors``) does not load the recipe models with it.
+"""

@@ -240,7 +240,7 @@ def load_step_release(
     ``shown_files``: the files as the user named them (relative), for messages, when ``recipe_files`` are resolved."""
     import re
 
-    from mlrecipe.spec.pipeline import NAME_PATTERN
+    from mlrecipe.spec.names import NAME_PATTERN
 
     issues: list[SpecIssue] = []
     if not re.match(NAME_PATTERN, release) or len(release) > 40:

@@ -7,8 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from mlrecipe.spec.model import Model
-
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+from mlrecipe.spec.names import NAME_PATTERN
 
 
 class PipelineStep(Model):

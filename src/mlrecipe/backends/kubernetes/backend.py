@@ -8,8 +8,6 @@ own status and the pods' reasons; logs of rank N are copied to ``<step dir>/rank
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mlrecipe.backends.base import Backend, ReleaseContext
 from mlrecipe.backends.kubernetes import status
 from mlrecipe.backends.kubernetes.cluster import KubeClient
@@ -28,6 +26,7 @@ class KubernetesBackend(Backend[KubernetesPlan, KubernetesHandle, KubernetesOpti
     kinds = frozenset(StepKind) - {StepKind.ENDPOINT}  # a SageMaker endpoint has no Kubernetes workload
     options_type = KubernetesOptions
     handle_type = KubernetesHandle
+    log_file_name = "rank-{rank}.log"  #: the pod log of rank N, copied by the step's poll
 
     def __init__(self, options: KubernetesOptions) -> None:
         super().__init__(options)
@@ -89,6 +88,3 @@ class KubernetesBackend(Backend[KubernetesPlan, KubernetesHandle, KubernetesOpti
         obj = self.client(handle.kubeconfig, handle.context).get_object(handle.kind, handle.name, handle.namespace)
         return obj is not None and status.workload_outcome(obj) is None
 
-    def log_path(self, ctx: ReleaseContext, step: str, rank: int = 0) -> Path:
-        """Where the log streamed from the pod of ``rank`` is written."""
-        return ctx.step_dir(step) / f"rank-{rank}.log"

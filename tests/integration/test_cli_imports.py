@@ -1,0 +1,83 @@
+"""The commands people run in loops (``watch mlrecipe status``) load only what they use: checked by the modules a
+real CLI process has imported when it exits, not by a clock (``benchmarks/bench_read_commands.py`` has the times).
+
+Read-only commands on an ended release (``list``, ``status``, ``logs``) and ``--help`` of every verb import no recipe
+model, no backend contract (pydantic), no cloud or cluster client, no torch and no Helm library; ``validate`` loads
+the recipe models and Helm's library (for the values' templates) but no cloud or cluster client and no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from mlrecipe.cli.app import app
+from tests.repo import BIN, EXAMPLES, cli_env
+
+pytestmark = pytest.mark.integration
+
+CLOUD_AND_HEAVY = ("boto3", "botocore", "kubernetes", "torch", "transformers", "ray", "vllm")
+MODELS_AND_HELM = ("pydantic", "mlrecipe.spec.recipe", "mlrecipe.spec.load", "mlrecipe.spec.pipeline",
+                   "mlrecipe.backends.base", "helm_python", "yaml", "psutil")
+PROBE = textwrap.dedent("""\
+    import atexit, json, sys
+    out, args = sys.argv[1], sys.argv[2:]
+    atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+    sys.argv = ["mlrecipe", *args]
+    from mlrecipe.cli.app import main
+    main()
+    """)
+VERBS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def _imported(tmp_path: Path, env: dict[str, str], *args: str) -> set[str]:
+    out = tmp_path / "modules.json"
+    done = subprocess.run([sys.executable, "-c", PROBE, str(out), *args], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(out.read_text()))
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in names if n in modules or any(m.startswith(n + ".") for m in modules))
+
+
+@pytest.fixture(scope="module")
+def ended_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A release whose one step ran and ended, in an MLRECIPE_HOME of its own."""
+    root = tmp_path_factory.mktemp("cli-imports")
+    env = cli_env(root / "mlhome")
+    recipe = root / "echo.yaml"
+    recipe.write_text("image: python:3.11\nprocess:\n  command: [echo]\n  args: [hello]\n")
+    subprocess.run([str(BIN / "mlrecipe"), "install", "ended", "data-prep/data-process", "-f", str(recipe)],
+                   env=env, check=True, capture_output=True, timeout=120)
+    return env
+
+
+@pytest.mark.parametrize("args", [("list",), ("status",), ("status", "ended"), ("status", "-o", "json", "ended"),
+                                  ("logs", "ended", "data-process")], ids=" ".join)
+def test_read_only_commands_load_no_models_clients_or_helm(args: tuple[str, ...], ended_release: dict[str, str],
+                                                            tmp_path: Path) -> None:
+    modules = _imported(tmp_path, ended_release, *args)
+    assert _loaded(modules, CLOUD_AND_HEAVY + MODELS_AND_HELM) == []
+    assert "mlrecipe.runner.state" in modules  # it did read the records
+
+
+@pytest.mark.parametrize("verb", ["", *VERBS])
+def test_help_of_every_verb_loads_no_models_clients_or_helm(verb: str, tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "mlhome")
+    modules = _imported(tmp_path, env, *([verb] if verb else []), "--help")
+    assert _loaded(modules, CLOUD_AND_HEAVY + MODELS_AND_HELM) == []
+
+
+def test_validate_loads_the_models_but_no_cluster_or_cloud_client(tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "mlhome")
+    modules = _imported(tmp_path, env, "validate", str(EXAMPLES / "quickstart" / "pipeline.yaml"))
+    assert "mlrecipe.spec.recipe" in modules
+    assert _loaded(modules, CLOUD_AND_HEAVY) == []
