@@ -24,6 +24,8 @@ WORD: dict[str, Any] = {"type": ["string", "number", "boolean"]}
 QUANTITY: dict[str, Any] = {"type": ["string", "number", "null"]}
 ANY_OBJ: dict[str, Any] = {"type": ["object", "null"]}
 SCALAR: dict[str, Any] = {"type": ["string", "number", "boolean", "null"]}
+#: A duration (the step runtime's ``parse_duration``): seconds, or number-unit parts such as 10m, 90s, 1h30m.
+DURATION_PATTERN = r"^\s*(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ms|s|m|h|d)?)+\s*$"
 
 
 def obj(props: dict[str, Any], desc: str = "", required: list[str] | None = None) -> dict[str, Any]:
@@ -97,6 +99,16 @@ COMMON: dict[str, Any] = {
         "description": "Step name (label mlrecipe.io/step, MLRECIPE_STEP).",
     },
     "backoff_limit": INT,
+    "watchdog": obj(
+        {
+            "hang_timeout": {"type": ["string", "number"], "pattern": DURATION_PATTERN,
+                             "description": "No progress for this long is a hang (10m, 90s, 1h30m; a number: s)."},
+            "on_hang": {"type": ["string", "null"], "enum": ["fail", "restart", None]},
+            "max_restarts": {"type": ["integer", "null"], "minimum": 0, "maximum": 100},
+        },
+        "Hang detection by the step runtime: stacks of every node on a hang, then fail or restart.",
+        required=["hang_timeout"],
+    ),
     "framework": S,
     "resources": obj(
         {

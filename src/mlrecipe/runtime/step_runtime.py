@@ -566,10 +566,15 @@ def read_hang_reason(log_dir: str | os.PathLike[str]) -> str | None:
 
 
 def step_log_dir(program: dict, env: dict[str, str]) -> str | None:
-    """The step's log directory, shared by its nodes where the backend shares one: the metrics file's (local,
-    Slurm, a Kubernetes shared volume), else ``$HOME/logs/<step>``."""
+    """Where the watchdog writes: ``$MLRECIPE_LOG_DIR``; else the metrics file's directory, which the step's nodes
+    share (local, Slurm, a Kubernetes shared volume); else SageMaker's ``$SM_OUTPUT_DATA_DIR`` (uploaded with the
+    job's output); else ``$HOME/logs/<step>``."""
+    if env.get("MLRECIPE_LOG_DIR"):
+        return env["MLRECIPE_LOG_DIR"]
     if env.get("MLRECIPE_METRICS_FILE"):
         return os.path.dirname(os.path.abspath(env["MLRECIPE_METRICS_FILE"]))
+    if env.get("SM_OUTPUT_DATA_DIR") and sagemaker_hosts(env) is not None:
+        return env["SM_OUTPUT_DATA_DIR"]
     path = _log_path(program, env)
     return os.path.dirname(path) if path else None
 
@@ -579,9 +584,10 @@ class Watchdog:
 
     Progress is new output of this node's command, a change of ``$MLRECIPE_METRICS_FILE`` or of another node's
     activity file (``<log dir>/watchdog/activity-node-<rank>``, touched at most once a second while its node
-    prints). A node that sees none for ``hang_timeout`` decides: it writes ``<log dir>/watchdog/hang.json`` naming a
-    new ``hang-<time>-node<rank>`` directory; every node that sees that marker change (or decides itself) dumps its
-    stacks there, marks itself done, waits up to :data:`GATHER_SECONDS` for the others, and writes the reason.
+    prints). A node that sees none for ``hang_timeout`` decides: the first to create ``<log dir>/watchdog/claim-<n>``
+    (``n``: the attempt) names a new ``hang-<time>-node<rank>`` directory in it (and in ``hang.json``, the latest
+    hang, which the backends read); every node that sees the claim (or decides itself) dumps its stacks there, marks
+    itself done, waits up to :data:`GATHER_SECONDS` for the others, and writes the reason.
     """
 
     def __init__(self, settings: WatchdogSettings, env: dict[str, str], log_dir: str | None,
@@ -606,7 +612,6 @@ class Watchdog:
         self.last_progress = clock()
         self._last_touch = 0.0
         self._seen: dict[str, tuple[int, int]] = {}
-        self._marker_seen: tuple[int, int] | None = None
 
     def child_env(self, env: dict[str, str]) -> dict[str, str]:
         """``env`` for the command: the watchdog's sitecustomize first on ``PYTHONPATH``, its dump signal."""
@@ -615,18 +620,25 @@ class Watchdog:
                 STACK_SIGNAL_VAR: str(int(STACK_SIGNAL))}
 
     def start_attempt(self) -> None:
-        """A new run of the command: the clock starts again; only a hang marker written from now on counts."""
+        """A new run of the command: the clock starts again. The first run removes the claims of earlier runs
+        (a node decides a hang only after ``hang_timeout``, long after every node has started)."""
         self.last_progress = self.clock()
-        self._marker_seen = self._stat(self._marker)
         self._scan()
+        if self.attempt == 0 and self.shared:
+            with contextlib.suppress(OSError):
+                for name in os.listdir(self.shared):
+                    if name.startswith("claim-"):
+                        with contextlib.suppress(OSError):
+                            os.unlink(os.path.join(self.shared, name))
         for sub in ("stacks", "pids"):
             for name in os.listdir(os.path.join(self.private, sub)):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.private, sub, name))
 
     @property
-    def _marker(self) -> str | None:
-        return os.path.join(self.shared, HANG_MARKER) if self.shared else None
+    def _claim(self) -> str | None:
+        """The file whose creation decides this attempt's hang, once for every node."""
+        return os.path.join(self.shared, f"claim-{self.attempt}") if self.shared else None
 
     @staticmethod
     def _stat(path: str | None) -> tuple[int, int] | None:
@@ -665,38 +677,42 @@ class Watchdog:
         """``"told"`` when another node decided a hang, ``"decided"`` when this one does now, else ``None``."""
         if self._scan():
             self.last_progress = self.clock()
-        marker = self._stat(self._marker)
-        if marker is not None and marker != self._marker_seen:
+        if self._claim is not None and os.path.exists(self._claim):
             return "told"
         if self.clock() - self.last_progress >= self.settings.hang_timeout:
             return "decided"
         return None
 
-    def _decide(self) -> str:
+    def _hang_dir(self) -> str:
+        """The hang's directory name: this node's new one if it creates the claim, else the one the claim names."""
         name = time.strftime("hang-%Y%m%dT%H%M%SZ", time.gmtime()) + f"-node{self.node}"
-        if self._marker is None:
+        if self._claim is None:
             return name
-        tmp = f"{self._marker}.{self.node}.tmp"
+        record = json.dumps({"dir": name, "node": self.node, "attempt": self.attempt, "time": time.time()})
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump({"dir": name, "node": self.node, "attempt": self.attempt, "time": time.time()}, fh)
-            os.replace(tmp, self._marker)
+            fd = os.open(self._claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:  # the claim's creator writes it right after creating it
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError), open(self._claim) as fh:
+                    return str(json.load(fh)["dir"])
+                time.sleep(0.1)
+            return name
         except OSError:
             return name
-        time.sleep(0.3)  # two nodes that decide at once: the marker written last names the directory
-        return self._marker_dir() or name
-
-    def _marker_dir(self) -> str | None:
-        try:
-            with open(str(self._marker), encoding="utf-8") as fh:
-                return str(json.load(fh)["dir"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(record)
+        with contextlib.suppress(OSError):
+            tmp = os.path.join(self.shared or "", f"{HANG_MARKER}.{self.node}.tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(record)
+            os.replace(tmp, os.path.join(self.shared or "", HANG_MARKER))
+        return name
 
     def on_hang(self, how: str, root_pid: int) -> tuple[str, str]:
         """Dump this node's stacks (the processes below ``root_pid``), gather the other nodes', and return the
         hang's directory and reason."""
-        name = (self._marker_dir() if how == "told" else None) or self._decide()
+        name = self._hang_dir()
         base = self.log_dir or self.private
         stack_dir = os.path.join(base, name)
         with contextlib.suppress(OSError):
@@ -798,6 +814,17 @@ def _stop_tree(child: subprocess.Popen, pids: list[int], grace: float) -> None:
                 time.sleep(0.1)
 
 
+def _sagemaker_failure(env: dict[str, str], reason: str) -> None:
+    """In a SageMaker training container, ``reason`` becomes the job's ``FailureReason`` (``output/failure``)."""
+    if sagemaker_hosts(env) is None:
+        return
+    path = os.path.join(env.get("SM_OUTPUT_DIR") or "/opt/ml/output", "failure")
+    with contextlib.suppress(OSError):
+        if not (os.path.isfile(path) and os.path.getsize(path)):
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(reason + "\n")
+
+
 def _run_watched(program: dict, env: dict[str, str], log: BinaryIO | None, settings: WatchdogSettings) -> int:
     """:func:`_run_script` under the watchdog: on a hang, stacks, then :data:`HANG_STATUS` or a restart."""
     watchdog = Watchdog(settings, env, step_log_dir(program, env))
@@ -817,6 +844,7 @@ def _run_watched(program: dict, env: dict[str, str], log: BinaryIO | None, setti
                 return status
             say(reason)
             if settings.on_hang != "restart" or watchdog.attempt >= settings.max_restarts:
+                _sagemaker_failure(env, reason)
                 return HANG_STATUS
             watchdog.attempt += 1
             say(f"watchdog: restarting the command after a hang (restart {watchdog.attempt} of "

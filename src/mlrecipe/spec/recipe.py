@@ -21,6 +21,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from mlrecipe.runtime.step_runtime import parse_duration
 from mlrecipe.spec.model import Model
 
 #: The quantities every backend reads (a Kubernetes quantity without sign or exponent): 4, 0.5, 500m, 16Gi, 100G.
@@ -330,6 +331,30 @@ class MpiRun(Model):
         return [str(v) for v in value] if isinstance(value, list) else value
 
 
+def _duration(value: Any) -> Any:
+    parse_duration(value)
+    return value
+
+
+#: A duration as recipes write it: seconds, or number-unit parts (``90s``, ``10m``, ``1h30m``; ms, s, m, h, d).
+Duration = Annotated[str | int | float, BeforeValidator(_duration)]
+
+
+class Watchdog(Model):
+    """Hang detection by the step runtime in every node (docs/operating.md)."""
+
+    hang_timeout: Duration = Field(
+        description="No progress for this long is a hang: no new line in $MLRECIPE_METRICS_FILE and no new output "
+        "of any node (e.g. 10m, 90s, 1h30m; a number is seconds)."
+    )
+    on_hang: Literal["fail", "restart"] = Field(
+        "fail", description="fail: the step ends failed after the stacks are taken; restart: every node runs the "
+        "command again (a gang restart: the command resumes from its checkpoint), at most max_restarts times."
+    )
+    max_restarts: int = Field(1, ge=0, le=100, description="Restarts after hangs before the step fails (on_hang: "
+                              "restart).")
+
+
 class ImageRef(Model):
     """An image given as a map, as the serving charts of the reference take it."""
 
@@ -452,6 +477,10 @@ class Recipe(Model):
     nginx: dict[str, Any] | None = Field(
         None, description="testing/jupyter: the TLS and password proxy in front of TensorBoard {name, image, "
         "ssl_certificate, ssl_certificate_key, tls_secret, user, htpasswd (a hash), htpasswd_secret}."
+    )
+    watchdog: Watchdog | None = Field(
+        None, description="Hang detection: {hang_timeout, on_hang: fail|restart, max_restarts}: every node's Python "
+        "stacks are taken when the step makes no progress for hang_timeout; unset: no watchdog."
     )
     step_name: str | None = Field(
         None, description="Step name (label mlrecipe.io/step, MLRECIPE_STEP); default: the pipeline step or chart name."

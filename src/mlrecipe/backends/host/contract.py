@@ -21,7 +21,7 @@ def step_program(step: StepSpec, ctx: ReleaseContext) -> dict[str, Any]:
     git = recipe.git.model_dump() if recipe.git.repo_url else None
     values = step.chart_values()
     block = values.get(step.chart.block) or {}
-    return {
+    program: dict[str, Any] = {
         "version": 1,
         "release": ctx.release,
         "namespace": ctx.namespace,
@@ -34,6 +34,9 @@ def step_program(step: StepSpec, ctx: ReleaseContext) -> dict[str, Any]:
         "args": [str(a) for a in block.get("args") or []],
         "post_script": list(recipe.post_script),
     }
+    if recipe.watchdog is not None:  # absent: the program (and the golden plans) as without a watchdog
+        program["watchdog"] = recipe.watchdog.model_dump()
+    return program
 
 
 def recipe_env(step: StepSpec, ctx: ReleaseContext) -> dict[str, str]:

@@ -19,6 +19,7 @@ from mlrecipe.backends.local.handle import LocalHandle, NodeProcess, ServerAddre
 from mlrecipe.backends.local.plan import LocalPlan
 from mlrecipe.errors import LinkedPathError
 from mlrecipe.logtail import tail
+from mlrecipe.runtime.step_runtime import HANG_STATUS, read_hang_reason
 
 
 def open_node_log(path: Path) -> BinaryIO:
@@ -146,7 +147,10 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         ready = self.watcher is not None and self.watcher.ready
         if failed:
             rank, code = failed[0]
-            self._outcome = self._failed(rank, code, f"node {rank} exited with status {code}")
+            message = f"node {rank} exited with status {code}"
+            if code == HANG_STATUS:  # the watchdog stopped it: its reason says why and where the stacks are
+                message = read_hang_reason(self.plan.program_path.parent) or message
+            self._outcome = self._failed(rank, code, message)
         elif self.server is not None and any(c is not None for c in codes):
             when = "after it was ready" if ready else "before it was ready"
             self._outcome = self._failed(0, 0, f"the server exited with status 0 {when}")

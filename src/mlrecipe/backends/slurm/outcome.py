@@ -8,6 +8,7 @@ from pathlib import Path
 from mlrecipe.backends.base import StepOutcome, StepState
 from mlrecipe.backends.slurm.scontrol import JobInfo
 from mlrecipe.logtail import tail
+from mlrecipe.runtime.step_runtime import HANG_STATUS, read_hang_reason
 
 # srun's own report in the batch log, e.g. "srun: error: n2: task 1: Exited with exit code 3"
 _TASK_ERROR = re.compile(r"srun: error: (\S+): tasks? (\d+)(?:-\d+)?: (.*)")
@@ -51,6 +52,8 @@ def outcome_of(info: JobInfo, step_dir: Path) -> StepOutcome:
     if task is not None:
         rank_, node, status = task
         message += f"; node {rank_} ({node}) " + (f"exited with status {status}" if status is not None else "failed")
+    if code == HANG_STATUS:  # the watchdog stopped the command: its reason says why and where the stacks are
+        message = read_hang_reason(step_dir) or message
     lines = tail(step_dir / f"node-{rank or 0}.log")
     if not lines:
         lines = tail(batch_log)

@@ -1,7 +1,8 @@
 {{/*
 Delivery of the one step runtime: a ConfigMap with step_runtime.py (the chart's
 files/step_runtime.py, a link to src/mlrecipe/runtime/step_runtime.py) and step.json,
-the step program rendered from the values, mounted at /etc/mlrecipe.
+the step program rendered from the values, mounted at /etc/mlrecipe. The values' watchdog
+block (hang detection) goes into step.json as it is; without one step.json has no watchdog.
 */}}
 
 {{/* step.json. Usage: include "mlrecipe.stepProgram" (dict "ctx" $ "block" "train" "override" <dict or nil>) */}}
@@ -27,6 +28,7 @@ the step program rendered from the values, mounted at /etc/mlrecipe.
   "args" (include "mlrecipe.strings" ($blk.args | default list) | fromJsonArray)
   "post_script" (include "mlrecipe.strings" ($v.post_script | default list) | fromJsonArray)
 -}}
+{{- if $v.watchdog }}{{ $_ := set $prog "watchdog" $v.watchdog }}{{ end -}}
 {{- range $k, $val := (.override | default dict) }}{{ $_ := set $prog $k $val }}{{ end -}}
 {{- toPrettyJson $prog -}}
 {{- end -}}
