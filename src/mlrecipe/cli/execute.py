@@ -117,6 +117,13 @@ def one_record(release: str, namespace: str | None, backend: str | None) -> Rele
     return records[0] if records else None
 
 
+def check_step(record: ReleaseRecord, step: str | None) -> None:
+    """Raise :class:`UserError` (exit 2, naming the release's steps) when an address names a step the release does
+    not have."""
+    if step is not None and step not in record.order:
+        raise UserError(f"release '{record.release}' has no step '{step}' (steps: {', '.join(record.order)})")
+
+
 def resume(release: str, namespace: str | None, backend: str | None, out: str, opts: list[str],
            max_parallel: int = 4, keep_going: bool = False) -> ExitCode:
     """Continue a release after its last successful step."""
@@ -207,6 +214,7 @@ def uninstall(release: str, namespace: str | None, backend: str | None, opts: li
         record = one_record(release, namespace, backend)
         if record is None:
             return _uninstall_by_tags(release, namespace, backend, opts)
+        check_step(record, parse_address(release, namespace, backend).step)  # a typo must not remove everything
         check_no_links(record.directory)  # the directory the record was read from, nothing it names
         _stop_driver(record)
         backends = record_backends(record, opts)
