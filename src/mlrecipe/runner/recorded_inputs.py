@@ -23,7 +23,14 @@ SECRETS_KEY = "secret_sets"  #: in the recorded inputs: [{"index": i, "env": NAM
 
 def _scalar_text(value: Any) -> str:
     """A credential's text as a ``--set`` gives it: a string, or a number YAML read from one; "" for anything else."""
-    return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return str(value)
+        except ValueError:  # an int past Python's 4,300-digit limit: no --set gives one back as text
+            return ""
+    return ""
 
 
 def _secret_values(node: Any) -> Iterator[tuple[str, str]]:

@@ -31,17 +31,19 @@ _PLAIN = re.compile(r"([A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)=([\x20-\x7e]+)")
 _PLAIN_VALUE_SPECIALS = frozenset(",\\{}[]")
 _INT = re.compile(r"[+-]?[0-9]+")
 _INT64 = range(-(2**63), 2**63)
+_INT64_DIGITS = 19  #: longer literals are strings to Helm, and past 4,300 digits Python's int() refuses them
 
 
 def _plain_value(text: str) -> Any:
     """The value Helm's ``--set`` gives ``text`` (its ``typedVal``): true/false/null in any case, an int64 written
-    without a leading zero, else the string."""
+    without a leading zero, else the string (a number of any length: never read as a Python int past int64)."""
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
     if lowered == "null":
         return None
-    if _INT.fullmatch(text) and (text == "0" or text[0] != "0") and int(text) in _INT64:
+    if (_INT.fullmatch(text) and (text == "0" or text[0] != "0") and len(text.lstrip("+-")) <= _INT64_DIGITS
+            and int(text) in _INT64):
         return int(text)
     return text
 

@@ -32,11 +32,22 @@ def _value(resources: Resources, key: str) -> str | int | float | None:
 
 
 def _parse(quantity: str | int | float, key: str) -> float:
+    value = _number(quantity, key)
+    if not math.isfinite(value):
+        raise ResourceError(f"resources {key}: quantity too large ({len(str(quantity))} characters)")
+    return value
+
+
+def _number(quantity: str | int | float, key: str) -> float:
     if isinstance(quantity, int | float):
-        return float(quantity)
+        try:
+            return float(quantity)
+        except OverflowError:
+            return math.inf
     m = _QUANTITY.match(str(quantity))
     if m is None:
-        raise ResourceError(f"resources {key}: cannot read quantity {quantity!r}")
+        shown = str(quantity) if len(str(quantity)) <= 40 else f"{str(quantity)[:37]}..."
+        raise ResourceError(f"resources {key}: cannot read quantity {shown!r}")
     number, suffix = float(m.group(1)), m.group(2) or ""
     if suffix == "m":
         return number / 1000
