@@ -44,9 +44,10 @@ def _backends(name: str | None, spec_backend: str | None, opts: list[str],
 def record_backends(record: ReleaseRecord, opts: list[str]) -> StepBackends:
     """The backends of a recorded release (``StepBackends``): its own, with ``opts``, and those its steps ran on
     (``.named(record.backend_of(step))``, with their ``<backend>.key=value`` options)."""
+    from mlrecipe.runner.recorded_inputs import recorded_backend_opts
     from mlrecipe.runner.step_backends import StepBackends
 
-    return StepBackends(*_backends(record.backend, None, opts))
+    return StepBackends(*_backends(record.backend, None, [*recorded_backend_opts(record.inputs), *opts]))
 
 
 def summary(record: ReleaseRecord) -> dict[str, Any]:
@@ -69,9 +70,11 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
     """Validate, then print the plan (dry run) or run the release; return the exit code."""
     lifecycle.skip_pydantic_plugins()
     from mlrecipe.runner.progress import make_display
+    from mlrecipe.runner.recorded_inputs import with_backend_opts
     from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
     from mlrecipe.runner.state import load_record
 
+    inputs = with_backend_opts(inputs, opts)
     try:
         spec = spec_from_inputs(inputs)
         if inputs["kind"] == "install" and inputs.get("namespace"):
@@ -131,7 +134,7 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
     from mlrecipe.backends.base import AdoptsSubmitted, StepState
     from mlrecipe.runner.lock import driving
     from mlrecipe.runner.progress import make_display
-    from mlrecipe.runner.recorded_inputs import restore
+    from mlrecipe.runner.recorded_inputs import recorded_backend_opts, restore, with_backend_opts
     from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
     from mlrecipe.runner.state import STATE_FILE, read_record
 
@@ -148,8 +151,8 @@ def resume(release: str, namespace: str | None, backend: str | None, out: str, o
             if record.state is StepState.SUCCEEDED:
                 print(f"release {record.address} already succeeded; nothing to do")
                 return ExitCode.OK
-            impl, others = _backends(record.backend, None, opts)
-            inputs = restore(record.inputs, dict(os.environ))
+            inputs = with_backend_opts(restore(record.inputs, dict(os.environ)), opts)
+            impl, others = _backends(record.backend, None, recorded_backend_opts(inputs))
             spec = spec_from_inputs(inputs)
             runner = ReleaseRunner(spec, impl, inputs, make_display(out), max_parallel=max_parallel,
                                    keep_going=keep_going, backend_options=others)

@@ -14,11 +14,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from mlrecipe.credentials import is_secret
+from mlrecipe.credentials import is_secret, is_secret_name, is_secret_value
 from mlrecipe.errors import UserError
 from mlrecipe.spec.load import ReleaseSpec
 
 SECRETS_KEY = "secret_sets"  #: in the recorded inputs: [{"index": i, "env": NAME}, ...]
+BACKEND_OPTS_KEY = "backend_opts"  #: in the recorded inputs: the -B expressions given (no credential among them)
 
 
 def _scalar_text(value: Any) -> str:
@@ -58,8 +59,32 @@ def credentials(spec: ReleaseSpec) -> dict[str, str]:
     return found
 
 
+def _plain_option(expr: str) -> bool:
+    """Whether a ``-B`` expression may be recorded: none of its keys or values is a credential's."""
+    for item in expr.split(","):
+        key, _, value = item.partition("=")
+        if is_secret_name(key) or is_secret_value(value):
+            return False
+    return True
+
+
+def with_backend_opts(inputs: dict[str, Any], opts: list[str]) -> dict[str, Any]:
+    """``inputs`` with the ``-B`` expressions of this command after those recorded (a later one wins)."""
+    return {**inputs, BACKEND_OPTS_KEY: [*recorded_backend_opts(inputs), *opts]} if opts else inputs
+
+
+def recorded_backend_opts(inputs: dict[str, Any]) -> list[str]:
+    """The ``-B`` expressions a release was started (or resumed) with, for ``resume``, ``uninstall``, ``status`` and
+    ``logs`` to apply before their own (``-B mode=local`` need not be repeated)."""
+    opts = inputs.get(BACKEND_OPTS_KEY)
+    return [str(o) for o in opts] if isinstance(opts, list) else []
+
+
 def redact(inputs: dict[str, Any], spec: ReleaseSpec) -> dict[str, Any]:
-    """``inputs`` as they may be written to disk: each credential in a ``--set`` replaced by ``${NAME}``."""
+    """``inputs`` as they may be written to disk: each credential in a ``--set`` replaced by ``${NAME}``, ``-B``
+    expressions that carry a credential left out (``resume`` takes them from its own ``-B`` again)."""
+    if BACKEND_OPTS_KEY in inputs:
+        inputs = {**inputs, BACKEND_OPTS_KEY: [o for o in recorded_backend_opts(inputs) if _plain_option(o)]}
     secrets = credentials(spec)
     sets: list[str] = []
     marks: list[dict[str, Any]] = []
