@@ -118,9 +118,16 @@ OptionsT = TypeVar("OptionsT", bound=BackendOptions)
 
 
 class RunningStep(ABC, Generic[HandleT]):
-    """A submitted step, watched by the runner."""
+    """A submitted step, watched by the runner.
+
+    ``keep_on_failure`` (set by the runner after ``submit``: ``--keep-on-failure``) asks a step that fails to leave
+    what it holds on the cluster for inspection instead of removing it; ``kept`` then says, in words, what it left
+    ("" when nothing of it remains to keep).
+    """
 
     handle: HandleT
+    keep_on_failure: bool = False
+    kept: str = ""
 
     @abstractmethod
     def poll(self) -> StepOutcome | None:
@@ -218,6 +225,28 @@ class RemovesByRelease(ABC):
         found in; several raise :class:`~mlrecipe.errors.UserError`). ``handle``: a recorded step handle saying
         where to look (``None``: where the options say). Returns one line per thing stopped or deleted; raises
         :class:`~mlrecipe.errors.BackendError` when the backend cannot be asked."""
+
+
+@dataclass(frozen=True)
+class DebugRecord:
+    """One file a backend adds to a debug bundle: ``name`` (a relative path such as ``pods/worker-0.log``) and its
+    ``text``, or ``text`` ``None`` and ``missing``: why it could not be collected."""
+
+    name: str
+    text: str | None = None
+    missing: str = ""
+
+
+class CollectsDebugRecords(ABC):
+    """Capability of a backend that holds more of a step than the files in its step directory: the scheduler's
+    record of the job, pod logs and events, the job's description and log streams. ``mlrecipe debug-bundle`` adds
+    them to the bundle (checked with ``issubclass``)."""
+
+    @abstractmethod
+    def debug_records(self, handle: Any) -> list[DebugRecord]:
+        """What the backend holds now of the step described by ``handle`` (the backend's typed handle,
+        :meth:`Backend.load_handle`). Never raises for what it cannot read: such a thing is a record with
+        ``missing`` saying why (the bundle is collected when things have gone wrong)."""
 
 
 class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):

@@ -303,7 +303,8 @@ def options(
 
 
 def _register_optional() -> None:
-    for module in ("mlrecipe.cli.doctor_cmd", "mlrecipe.cli.cluster_cmd", "mlrecipe.cli.compile_cmd"):
+    for module in ("mlrecipe.cli.debug_bundle_cmd", "mlrecipe.cli.doctor_cmd", "mlrecipe.cli.cluster_cmd",
+                   "mlrecipe.cli.compile_cmd"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError:

@@ -8,8 +8,8 @@ own status and the pods' reasons; logs of rank N are copied to ``<step dir>/rank
 
 from __future__ import annotations
 
-from mlrecipe.backends.base import Backend, ReleaseContext
-from mlrecipe.backends.kubernetes import status
+from mlrecipe.backends.base import Backend, CollectsDebugRecords, DebugRecord, ReleaseContext
+from mlrecipe.backends.kubernetes import debug, status
 from mlrecipe.backends.kubernetes.cluster import KubeClient
 from mlrecipe.backends.kubernetes.handle import KubernetesHandle
 from mlrecipe.backends.kubernetes.options import KubernetesOptions
@@ -19,7 +19,7 @@ from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
 
-class KubernetesBackend(Backend[KubernetesPlan, KubernetesHandle, KubernetesOptions]):
+class KubernetesBackend(CollectsDebugRecords, Backend[KubernetesPlan, KubernetesHandle, KubernetesOptions]):
     """Runs steps as Helm releases on a Kubernetes cluster; see the module docstring."""
 
     name = "kubernetes"
@@ -88,3 +88,6 @@ class KubernetesBackend(Backend[KubernetesPlan, KubernetesHandle, KubernetesOpti
         obj = self.client(handle.kubeconfig, handle.context).get_object(handle.kind, handle.name, handle.namespace)
         return obj is not None and status.workload_outcome(obj) is None
 
+    def debug_records(self, handle: KubernetesHandle) -> list[DebugRecord]:
+        """The workload object, pods, pod logs and events the cluster still holds (:mod:`.debug`)."""
+        return debug.debug_records(self.client(handle.kubeconfig, handle.context), handle)

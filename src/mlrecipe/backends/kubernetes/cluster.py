@@ -170,6 +170,14 @@ class KubeClient:
                           label_selector=selector)
         return self.api.sanitize_for_serialization(pods).get("items", [])
 
+    def list_events(self, namespace: str, involved: str) -> list[dict[str, Any]]:
+        """The events of the object named ``involved`` in ``namespace`` (core/v1 Events), as dicts."""
+        from kubernetes import client
+
+        events = self._call(f"listing the events of {involved}", client.CoreV1Api(self.api).list_namespaced_event,
+                            namespace, field_selector=f"involvedObject.name={involved}")
+        return self.api.sanitize_for_serialization(events).get("items", [])
+
     def pod_file_tail(self, name: str, namespace: str, path: str, max_bytes: int = 64 * 1024) -> str:
         """The last ``max_bytes`` of a file in a pod's first container (``tail -c``); "" when it cannot be read
         (no such file yet, the pod is not running, exec is not allowed)."""

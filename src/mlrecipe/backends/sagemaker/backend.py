@@ -18,8 +18,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from mlrecipe.backends.base import AdoptsSubmitted, Backend, ReleaseContext, RemovesByRelease
-from mlrecipe.backends.sagemaker import names, status, tagged
+from mlrecipe.backends.base import (
+    AdoptsSubmitted,
+    Backend,
+    CollectsDebugRecords,
+    DebugRecord,
+    ReleaseContext,
+    RemovesByRelease,
+)
+from mlrecipe.backends.sagemaker import debug, names, status, tagged
 from mlrecipe.backends.sagemaker.client import aws_client, call, require_boto3, sagemaker_client, sdk_region
 from mlrecipe.backends.sagemaker.endpoint import (
     EndpointPlan,
@@ -36,7 +43,7 @@ from mlrecipe.backends.sagemaker.plan import SageMakerPlan
 from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request, register_local_file_system
 from mlrecipe.backends.sagemaker.running import SageMakerRunningStep, stop_job
 from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, issues_of
-from mlrecipe.errors import BackendError, SpecError, SpecIssue, TransientBackendError
+from mlrecipe.errors import BackendError, MlrecipeError, SpecError, SpecIssue, TransientBackendError
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -47,7 +54,7 @@ ADOPTABLE = frozenset({"InProgress", "Completed"})
 SUBMIT_RETRY_DELAYS = (1.0, 3.0)  #: seconds before the 2nd and 3rd try of a submission that met a transient error
 
 
-class SageMakerBackend(AdoptsSubmitted, RemovesByRelease,
+class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
                        Backend[SageMakerPlan | EndpointPlan, SageMakerHandle, SageMakerOptions]):
     """Runs each step as one SageMaker training job; see the module docstring.
 
@@ -318,6 +325,14 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease,
         if not status.job_state(job).active:
             note += f"; the job has ended ({job.get('TrainingJobStatus')}): 'mlrecipe resume' records it"
         return note
+
+    def debug_records(self, handle: SageMakerHandle) -> list[DebugRecord]:
+        """DescribeTrainingJob and every host's log stream, or DescribeEndpoint (:mod:`.debug`)."""
+        try:
+            client = self._client("sagemaker", handle)
+        except MlrecipeError as exc:
+            return [DebugRecord("describe.json", missing=f"no SageMaker client: {exc}")]
+        return debug.debug_records(client, lambda: self._client("logs", handle), self.options.log_group, handle)
 
     def handle_alive(self, handle: SageMakerHandle) -> bool:
         client = self._client("sagemaker", handle)

@@ -17,14 +17,14 @@ from __future__ import annotations
 import os
 import shutil
 
-from mlrecipe.backends.base import Backend, QueuesAhead, ReleaseContext, StepState
+from mlrecipe.backends.base import Backend, CollectsDebugRecords, DebugRecord, QueuesAhead, ReleaseContext, StepState
 from mlrecipe.backends.host import resources
 from mlrecipe.backends.host.images import ImageEnvironments
 from mlrecipe.backends.host.launches import launch_problems
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
 from mlrecipe.backends.host.serving import server_problems
 from mlrecipe.backends.host.volumes import mount_problems, prepare_mounts
-from mlrecipe.backends.slurm import chain, job, scontrol
+from mlrecipe.backends.slurm import chain, debug, job, scontrol
 from mlrecipe.backends.slurm.handle import SlurmHandle
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.plan import SlurmPlan
@@ -34,7 +34,7 @@ from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
 
-class SlurmBackend(QueuesAhead, Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
+class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
     """Runs each step as one Slurm batch job; see the module docstring."""
 
     name = "slurm"
@@ -126,3 +126,7 @@ class SlurmBackend(QueuesAhead, Backend[SlurmPlan, SlurmHandle, SlurmOptions]):
             if info is not None and info.active:
                 return True
         return False
+
+    def debug_records(self, handle: SlurmHandle) -> list[DebugRecord]:
+        """``scontrol show job`` and ``sacct`` of the step's jobs (:mod:`.debug`)."""
+        return debug.debug_records(handle)
