@@ -85,10 +85,10 @@ def test_two_ranks_under_mpirun_split_the_shards_and_rank_0_writes_the_manifest(
         done = subprocess.run(command, env=clean_env(), capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
         assert sorted(server.requests) == ["/00.jsonl.zst", "/01.jsonl.zst", "/02.jsonl.zst"]
-    assert "[rank 0/2] file numbers [0, 1] of 3" in done.stdout
-    assert "[rank 1/2] file numbers [2] of 3" in done.stdout
+    assert "[rank 0/2] file numbers [0] of 3" in done.stdout  # the launcher's split: 3 * k // 2
+    assert "[rank 1/2] file numbers [1, 2] of 3" in done.stdout
     statuses = [json.loads((data / ".prepare-status" / f"rank-{r}.json").read_text()) for r in (0, 1)]
-    assert [s["shards"] for s in statuses] == [[0, 1], [2]] and all(s["ok"] for s in statuses)
+    assert [s["shards"] for s in statuses] == [[0], [1, 2]] and all(s["ok"] for s in statuses)
     assert statuses[0]["run_id"] == statuses[1]["run_id"] != ""
     assert _manifest(data)["ranks"] == 2 and len(_manifest(data)["prefixes"]) == 3
     assert not list(data.glob("*.jsonl*"))  # downloads and extracted files removed once used
@@ -113,9 +113,9 @@ def test_more_ranks_than_files_the_idle_rank_still_reports_and_rank_0_waits_for_
         runs = _ranks_by_hand(_args(server, corpus, data, "1,3"), "run-b", size=3)
         assert sorted(server.requests) == ["/01.jsonl.zst", "/03.jsonl.zst"]
     assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr for r in runs]
-    assert "[rank 2/3] file numbers none of 2" in runs[2].stdout
+    assert "[rank 0/3] file numbers none of 2" in runs[0].stdout  # the launcher's split spreads 2 files over 3 ranks
     assert [p["file_number"] for p in _manifest(data)["prefixes"]] == [1, 3]
-    assert json.loads((data / ".prepare-status" / "rank-2.json").read_text())["shards"] == []
+    assert json.loads((data / ".prepare-status" / "rank-0.json").read_text())["shards"] == []
 
 
 def test_a_truncated_zst_on_rank_1_fails_both_ranks_naming_rank_and_file(corpus: Corpus, tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_prepare_help_documents_the_rank_split() -> None:
     done = subprocess.run([sys.executable, str(PREPARE), "--help"], capture_output=True, text=True, timeout=60,
                           check=True)
     assert "--file-numbers" in done.stdout and "--rm-downloaded" in done.stdout
-    assert "split contiguously" in done.stdout and "0-9 on 4 ranks: 0-2, 3-5, 6-7, 8-9" in done.stdout
+    assert "split contiguously" in done.stdout and "0-5 on 4 ranks: 0, 1-2, 3, 4-5" in done.stdout
 
 
 @pytest.mark.integration

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mlrecipe_scripts.megatron.data import documents, fetch, indexed, markers, ranks
+from mlrecipe_scripts.megatron.data.tokenizer import TokenizerError, TokenizerSource, check_tokenizer, load
 
 zstandard = pytest.importorskip("zstandard")
 
@@ -21,15 +22,14 @@ def test_rank_shares_are_disjoint_contiguous_and_cover_the_file_numbers(files: i
     shares = [ranks.split_contiguous(numbers, rank, size) for rank in range(size)]
     assert [n for share in shares for n in share] == numbers  # in order: disjoint, contiguous, complete
     assert max(map(len, shares)) - min(map(len, shares)) <= 1
-    assert [len(s) for s in shares] == sorted((len(s) for s in shares), reverse=True)  # the first ranks take more
 
 
 def test_rank_split_is_the_launchers_rule() -> None:
+    """The examples of NeMo-Framework-Launcher's ``split_list`` docstring and of the source system's 0-5 on 4."""
     assert [ranks.split_contiguous(list(range(18)), r, 5) for r in range(5)] == [
-        [0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14], [15, 16, 17]]
-    assert [ranks.split_contiguous(list(range(10)), r, 4) for r in range(4)] == [
-        [0, 1, 2], [3, 4, 5], [6, 7], [8, 9]]
-    assert [ranks.split_contiguous([0, 1], r, 4) for r in range(4)] == [[0], [1], [], []]
+        [0, 1, 2], [3, 4, 5, 6], [7, 8, 9], [10, 11, 12, 13], [14, 15, 16, 17]]
+    assert [ranks.split_contiguous(list(range(6)), r, 4) for r in range(4)] == [[0], [1, 2], [3], [4, 5]]
+    assert [ranks.split_contiguous([0, 1], r, 4) for r in range(4)] == [[], [0], [], [1]]
 
 
 def test_file_numbers() -> None:
@@ -146,3 +146,23 @@ def test_rank_0_polls_for_reports_quickly_at_first_then_more_slowly(tmp_path: Pa
     assert found[1]["ok"] and 30 <= clock[0] < 30.6
     assert naps[0] == pytest.approx(0.02) and max(naps[:20]) < 0.1
     assert max(naps) == pytest.approx(0.5) and naps == sorted(naps)
+
+
+def test_a_tokenizer_that_gives_no_tokens_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "vocab.json").write_text(json.dumps({"<|endoftext|>": 0}))  # no byte of plain text is in it
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n")
+    tok = load(TokenizerSource.from_args(None, str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"), None))
+    with pytest.raises(TokenizerError, match="no tokens at all"):
+        check_tokenizer(tok)
+
+
+def test_the_default_writer_loads_neither_megatron_core_nor_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlrecipe_scripts.megatron.data import prepare
+
+    def must_not_import() -> str | None:
+        raise AssertionError("the default writer asked for megatron-core (which imports torch)")
+
+    monkeypatch.setattr(prepare, "megatron_version", must_not_import)
+    args = prepare.build_parser().parse_args(["--file-numbers", "0", "--data-dir", "d", "--tokenizer-dir", "t"])
+    assert args.writer == "builtin"
+    assert prepare.Preparation(args, ["preprocess"], [0], ranks.World(0, 1)).resolve_writer() == "builtin"

@@ -11,9 +11,9 @@ Stages (``--stages``, default all three, each shard in turn):
   compressed shard is read as a stream.
 
 Ranks: rank and size come from ``OMPI_COMM_WORLD_RANK``/``SIZE`` (then ``PMI_RANK``/``PMI_SIZE``, ``RANK``/
-``WORLD_SIZE``; else 0 of 1). The sorted file numbers are split contiguously, as NeMo-Megatron-Launcher did: with
-``q, r = divmod(n_files, size)`` rank ``k`` takes positions ``k*q + min(k, r)`` up to ``(k+1)*q + min(k+1, r)``
-(the first ``r`` ranks take one more; ranks beyond the number of files take none). 0-9 on 4 ranks: 0-2, 3-5, 6-7, 8-9.
+``WORLD_SIZE``; else 0 of 1). The sorted file numbers are split contiguously, as NeMo-Framework-Launcher
+does: rank ``k`` of ``size`` takes positions ``k*n // size`` up to ``(k+1)*n // size`` of the ``n`` numbers
+(0-5 on 4 ranks: 0, 1-2, 3, 4-5; with more ranks than files the files are spread over the ranks).
 Each rank's tokenizer threads are its share of the node's CPUs (``ranks.tokenizer_threads``) unless
 ``TOKENIZERS_PARALLELISM`` or ``RAYON_NUM_THREADS`` is set.
 
@@ -40,7 +40,13 @@ from mlrecipe_scripts.megatron.data import fetch, markers, ranks
 from mlrecipe_scripts.megatron.data.documents import SUFFIXES, ShardFormatError, extract
 from mlrecipe_scripts.megatron.data.indexed import megatron_version, optimal_dtype
 from mlrecipe_scripts.megatron.data.preprocess import Encoding, preprocess
-from mlrecipe_scripts.megatron.data.tokenizer import Tokenizer, TokenizerError, TokenizerSource, load
+from mlrecipe_scripts.megatron.data.tokenizer import (
+    Tokenizer,
+    TokenizerError,
+    TokenizerSource,
+    check_tokenizer,
+    load,
+)
 
 STAGES = ("download", "extract", "preprocess")
 MANIFEST_VERSION = 1
@@ -69,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rm-extracted", action="store_true", help="remove a shard's .jsonl once it is tokenized")
     parser.add_argument("--checksum-file", help="sha256sum-style list '<sha256>  NN<suffix>' checked per download")
     parser.add_argument("--workers", type=int, default=1, help="tokenizer processes per rank")
-    parser.add_argument("--writer", default="auto", choices=("auto", "megatron", "builtin"),
-                        help="auto: megatron-core's IndexedDatasetBuilder when it imports, else the built-in writer")
+    parser.add_argument("--writer", default="builtin", choices=("builtin", "megatron", "auto"),
+                        help="builtin: this project's writer, byte for byte megatron-core's format, without loading "
+                        "torch; megatron: megatron-core's IndexedDatasetBuilder (imports torch in every rank); auto: "
+                        "megatron when it imports, else builtin")
     parser.add_argument("--retries", type=int, default=2, help="retries of a download after a transient error")
     parser.add_argument("--run-id", help="id shared by the ranks of one run (default: the MPI launcher's job id)")
     parser.add_argument("--wait-timeout", type=float, default=7 * 86400.0,
@@ -115,6 +123,7 @@ class Preparation:
                 self.source = TokenizerSource.from_args(args.tokenizer_dir, args.vocab_file, args.merge_file,
                                                         args.eod_token)
                 self.tok = load(self.source)
+                check_tokenizer(self.tok)
                 if args.append_eod and self.tok.eod_id is None:
                     raise TokenizerError("no end-of-document token found for --append-eod (set --eod-token)")
                 fingerprint = self.source.fingerprint()

@@ -1,10 +1,10 @@
 """Which rank does what: rank and size from the environment, file-number lists, the contiguous split.
 
-The split is NeMo-Megatron-Launcher's: the sorted, de-duplicated file numbers are cut into ``size`` contiguous
-groups; with ``q, r = divmod(len(numbers), size)`` rank ``k`` takes
-``numbers[k*q + min(k, r) : (k+1)*q + min(k+1, r)]``, so the first ``r`` ranks take one file more, and ranks
-beyond the number of files take none.
-Example: 0-9 over 4 ranks -> [0, 1, 2], [3, 4, 5], [6, 7], [8, 9].
+The split is NeMo-Framework-Launcher's (``split_list`` of its ``file_utils``): the sorted, de-duplicated file
+numbers are cut into ``size`` contiguous groups, rank ``k`` taking ``numbers[k*n // size : (k+1)*n // size]`` of
+the ``n`` numbers, so the groups differ by at most one file and, with more ranks than files, the files are spread
+over the ranks (and so over the nodes) rather than given to the first ones.
+Examples: 0-5 over 4 ranks -> [0], [1, 2], [3], [4, 5]; 0-17 over 5 -> [0-2], [3-6], [7-9], [10-13], [14-17].
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def parse_file_numbers(text: str) -> list[int]:
 
 def split_contiguous(numbers: list[int], rank: int, size: int) -> list[int]:
     """Rank ``rank``'s contiguous share of ``numbers`` (the module docstring states the rule)."""
-    q, r = divmod(len(numbers), size)
-    return numbers[rank * q + min(rank, r):(rank + 1) * q + min(rank + 1, r)]
+    n = len(numbers)
+    return numbers[rank * n // size:(rank + 1) * n // size]
 
 
 def shard_name(number: int) -> str:

@@ -1,5 +1,6 @@
-"""Pretraining checkpoints in Megatron's folder layout: ``<save>/iter_0000100/model_optim_rng.pt`` and the tracker
-``<save>/latest_checkpointed_iteration.txt``.
+"""Pretraining checkpoints in Megatron's folder names: ``<save>/iter_0000100/model_optim_rng.pt`` and the tracker
+``<save>/latest_checkpointed_iteration.txt``; the file's keys are this script's own (not megatron-core's distributed
+checkpoint, not NeMo's), read back by this script only.
 
 A checkpoint is written to a temporary sibling folder and renamed into place, then the tracker is replaced
 atomically; a process killed at any point leaves the previous checkpoint readable. Loading takes the tracker's

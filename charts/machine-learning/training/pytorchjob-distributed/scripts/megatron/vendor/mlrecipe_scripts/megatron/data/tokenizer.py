@@ -3,6 +3,11 @@
 ``tokenizer.json`` is read with ``tokenizers``; a folder without one (a slow or SentencePiece tokenizer) through
 transformers' ``AutoTokenizer`` with ``local_files_only``. ``vocab.json`` + ``merges.txt`` (``--vocab-file`` /
 ``--merge-file``, or such a folder) make a byte-level GPT-2 BPE tokenizer.
+
+A special token written literally in a document's text (``<|endoftext|>``) follows the upstream tool of each kind:
+a Hugging Face tokenizer (``tokenizer.json``, as ``preprocess_data.py --tokenizer-type HuggingFaceTokenizer``) encodes
+it as that special token, so it ends a document inside the text; GPT-2 BPE files (as ``GPT2BPETokenizer``) have no
+special tokens and encode it as ordinary text. Only ``--append-eod`` adds the end-of-document token between documents.
 """
 
 from __future__ import annotations
@@ -173,6 +178,17 @@ def load(source: TokenizerSource) -> Tokenizer:
     except Exception as exc:
         raise TokenizerError(f"{source.directory}: cannot read the tokenizer ({_one_line(exc)})") from None
     return TransformersTokenizer(hf, eod)
+
+
+PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
+
+
+def check_tokenizer(tok: Tokenizer) -> None:
+    """Refuse a tokenizer that would write empty documents: no vocabulary, or no token for plain English text."""
+    if tok.vocab_size < 1:
+        raise TokenizerError("the tokenizer has an empty vocabulary")
+    if not tok.encode([PROBE_TEXT])[0]:
+        raise TokenizerError(f"the tokenizer turns text into no tokens at all ({PROBE_TEXT!r} gave none)")
 
 
 def _one_line(exc: BaseException) -> str:
