@@ -5,34 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from mlrecipe.credentials import (MASK, PLAIN_NAMES_VAR, SECRET_NAMES_VAR, Kind, ambiguity, is_secret,
-                                  is_secret_name, is_secret_value, name_kind, redact_env, redact_text)
+from mlrecipe.credentials import (
+    MASK,
+    PLAIN_NAMES_VAR,
+    SECRET_NAMES_VAR,
+    Kind,
+    ambiguity,
+    is_secret,
+    is_secret_name,
+    is_secret_value,
+    name_kind,
+    redact_env,
+    redact_text,
+)
+from tests.secret_names import REAL_SECRET_NAMES
 
-#: Real variable names that hold secrets: databases, clouds, package indexes, model hubs, experiment trackers, CI.
-REAL_SECRET_NAMES = [
-    # databases and caches
-    "PGPASSWORD", "MYSQL_PWD", "MYSQL_PASSWORD", "MYSQL_ROOT_PASSWORD", "POSTGRES_PASSWORD", "REDIS_PASSWORD",
-    "MONGO_INITDB_ROOT_PASSWORD", "MSSQL_SA_PASSWORD", "RABBITMQ_DEFAULT_PASS", "DB_PASS", "ELASTIC_PASSWORD",
-    "NEO4J_AUTH_TOKEN", "CLICKHOUSE_PASSWORD", "SNOWFLAKE_PASSWORD", "DATABRICKS_TOKEN",
-    # clouds
-    "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "AZURE_CLIENT_SECRET",
-    "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN",
-    "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_API_KEY", "CLOUDSDK_AUTH_ACCESS_TOKEN", "DIGITALOCEAN_ACCESS_TOKEN",
-    "MINIO_SECRET_KEY", "MINIO_ROOT_PASSWORD", "B2_APPLICATION_KEY",
-    # package indexes and registries
-    "TWINE_PASSWORD", "PYPI_API_TOKEN", "NPM_TOKEN", "NODE_AUTH_TOKEN", "POETRY_PYPI_TOKEN_PYPI",
-    "UV_INDEX_PASSWORD", "CONDA_TOKEN", "DOCKER_PASSWORD", "DOCKERHUB_TOKEN", "REGISTRY_PASSWORD",
-    # model hubs, LLM APIs, experiment trackers
-    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN", "HF_API_TOKEN", "WANDB_API_KEY", "NGC_API_KEY",
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "COHERE_API_KEY", "KAGGLE_KEY", "COMET_API_KEY", "NEPTUNE_API_TOKEN",
-    "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "REPLICATE_API_TOKEN", "CLEARML_API_SECRET_KEY",
-    # CI and chat
-    "GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "CI_JOB_TOKEN", "CI_REGISTRY_PASSWORD", "BITBUCKET_APP_PASSWORD",
-    "SLACK_WEBHOOK_URL", "SLACK_BOT_TOKEN", "DISCORD_WEBHOOK_URL", "SENTRY_AUTH_TOKEN", "CODECOV_TOKEN",
-    # generic
-    "SECRETS", "SECRET", "API_KEY", "apiKey", "hfToken", "DB_CREDS", "SSH_PRIVATE_KEY", "JWT_SIGNING_KEY",
-    "ENCRYPTION_KEY", "DJANGO_SECRET_KEY", "GPG_PASSPHRASE", "LICENSE_KEY", "GITHUB_PAT", "GHTOKEN",
-]
 #: Names that contain a credential word, or look like one, and hold none.
 PLAIN_NAMES = [
     "TOKENIZER_MODEL", "TOKENIZERS_PARALLELISM", "MAX_TOKENS", "max_new_tokens", "TOKENIZER_PATH", "PATH", "PWD",

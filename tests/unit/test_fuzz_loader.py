@@ -21,6 +21,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from mlrecipe.cli.app import app  # noqa: E402
 from tests.repo import EXAMPLES  # noqa: E402
+from tests.secret_names import REAL_SECRET_NAMES  # noqa: E402
 
 RECIPES = {
     "training/pytorchjob-distributed": """\
@@ -157,7 +158,8 @@ def _check(result, file: Path, home: Path) -> None:
                   line]
         assert errors, out
         for line in errors:
-            located = str(file) in line or line.startswith(("error: --set: ", "error: step ", "error: <command line>"))
+            located = str(file) in line or line.startswith(("error: --set: ", "error: step ", "error: <command line>",
+                                                            "error: --backend-opt: "))
             assert located, f"not located: {line}\n--- input:\n{file.read_bytes()[:2000]!r}"
         assert not (home / "releases").exists() or not any((home / "releases").rglob("state.json")), out
 
@@ -259,3 +261,43 @@ def test_shipped_recipes_with_a_field_changed(tmp_path: Path, mlhome: Path, ship
     recipe.write_text(yaml.safe_dump(values, sort_keys=False))
     backend = data.draw(st.sampled_from(BACKENDS), label="backend")
     _check(CliRunner().invoke(app, ["template", "rel", chart, "-f", str(recipe), "--backend", backend]), recipe, mlhome)
+
+
+#: Where a credential-like name goes: a recipe's env entry, a --set env entry, a SageMaker tag (-B tags.NAME=...).
+CREDENTIAL_PLACES = ["recipe", "set", "tag"]
+#: Names beside the real ones: plain names that look like credentials, ambiguous ones, and odd spellings.
+ODD_NAMES = ["TOKENIZER_MODEL", "MAX_TOKENS", "ROUTER_KEY", "SORT_KEY", "PWD", "pgPassword", "hf-token", "X_PASS"]
+SECRET_VALUE = "s3cr3t-v4lue-41"
+HUGE = "9" * 4400
+
+
+@FUZZ
+@given(data=st.data())
+def test_credential_names_and_huge_numbers(tmp_path: Path, mlhome: Path, data: st.DataObject) -> None:
+    """A credential-like name from the list of real ones (or an odd one) with a value, or a huge number, in a recipe,
+    a --set or a SageMaker tag, on every backend (SageMaker in both modes): planned, or exit 2 with located errors;
+    the credential's value is never printed, and nothing is written."""
+    name = data.draw(st.sampled_from(REAL_SECRET_NAMES + ODD_NAMES), label="name")
+    value = data.draw(st.sampled_from([SECRET_VALUE, f"postgres://ml:{SECRET_VALUE}@db/x", HUGE]), label="value")
+    place = data.draw(st.sampled_from(CREDENTIAL_PLACES), label="place")
+    backend = data.draw(st.sampled_from([*BACKENDS, "sagemaker-local", "sagemaker-aws"]), label="backend")
+    recipe = tmp_path / "recipe.yaml"
+    env = f"    - name: {name}\n      value: '{value}'\n" if place == "recipe" else "    - name: MODE\n      value: x\n"
+    recipe.write_text("image: python:3.11\npvc: []\ntrain:\n  env:\n" + env + "  command: [python3]\n")
+    args = ["template", "rel", "training/pytorchjob-distributed", "-f", str(recipe)]
+    if backend.startswith("sagemaker"):
+        args += ["--backend", "sagemaker", "-B", "region=us-west-2"]
+        args += ["-B", "mode=local"] if backend == "sagemaker-local" else [
+            "-B", "role_arn=arn:aws:iam::123456789012:role/x", "-B", "s3_prefix=s3://b/p",
+            "--set", "image=123456789012.dkr.ecr.us-west-2.amazonaws.com/x:1"]
+    else:
+        args += ["--backend", backend]
+    if place == "set":
+        args += ["--set", f"train.env[1].name={name}", "--set", f"train.env[1].value={value}"]
+    elif place == "tag":
+        args += ["--backend", "sagemaker", "-B", "mode=local", "-B", f"tags.{name}={value}"]
+    result = CliRunner().invoke(app, args)
+    _check(result, recipe, mlhome)
+    plain = name in ("TOKENIZER_MODEL", "MAX_TOKENS", "SORT_KEY", "PWD") and value == SECRET_VALUE
+    if value != HUGE and not plain:
+        assert SECRET_VALUE not in result.output, result.output[-3000:]
