@@ -55,7 +55,7 @@ def test_every_config_file_property_has_a_description() -> None:
     from mlrecipe.backends.config_schema import config_schema
 
     schema = config_schema()
-    assert set(schema["properties"]) == {"local", "slurm", "kubernetes", "sagemaker"}
+    assert set(schema["properties"]) == {"local", "slurm", "kubernetes", "sagemaker", "watchdog"}
     missing = undescribed(schema)
     assert not missing, f"{len(missing)} config schema properties without a description:\n  " + "\n  ".join(missing)
 

@@ -188,3 +188,17 @@ def test_the_backends_read_the_reason(tmp_path: Path) -> None:
     (tmp_path / "hang-x").mkdir()
     (tmp_path / "hang-x" / "reason.txt").write_text("hang: no progress for 10m; stacks in /s; rank 1 ...\n")
     assert step_runtime.read_hang_reason(tmp_path) == "hang: no progress for 10m; stacks in /s; rank 1 ..."
+
+
+def test_a_config_file_default_watches_every_step_that_sets_none(tmp_path: Path, mlhome: Path) -> None:
+    mlhome.mkdir(parents=True, exist_ok=True)
+    (mlhome / "config.yaml").write_text("local: {}\nwatchdog: {hang_timeout: 30m}\n")
+    ctx = ReleaseContext("r", "default", "local", tmp_path / "state")
+    plain = load_step_release("r", "data-prep/data-process", [_recipe(tmp_path, "")]).steps[0]
+    assert step_program(plain, ctx)["watchdog"]["hang_timeout"] == "30m"
+    assert plain.chart_values()["watchdog"] == {"hang_timeout": "30m"}, "the charts get it too"
+    own = load_step_release("r", "data-prep/data-process", [_recipe(tmp_path, "watchdog: {hang_timeout: 5m}\n")])
+    assert step_program(own.steps[0], ctx)["watchdog"]["hang_timeout"] == "5m", "the recipe's own block wins"
+    (mlhome / "config.yaml").write_text("local: {}\nwatchdog:\n  hang_timeout: soon\n")
+    with pytest.raises(SpecError, match=r"config\.yaml:3.*watchdog\.hang_timeout"):
+        load_step_release("r", "data-prep/data-process", [_recipe(tmp_path, "")])

@@ -27,6 +27,7 @@ from mlrecipe.spec.matrix import MatrixPoint, expand_matrix, group_heads, wire
 from mlrecipe.spec.megatron_blend import blend_issues
 from mlrecipe.spec.pipeline import Pipeline, Sweep
 from mlrecipe.spec.recipe import COMMAND_BLOCKS, Recipe
+from mlrecipe.spec.step_defaults import config_step_defaults
 from mlrecipe.spec.values import deep_merge, parse_sets, set_roots
 from mlrecipe.spec.yamlfile import Loc, YamlDoc, load_yaml
 
@@ -188,6 +189,7 @@ def build_step(
     if not isinstance(values, dict):
         file, line, path = sources.locate(())
         return None, [SpecIssue(file, line, path, f"must be a mapping of values, got {type(values).__name__}")]
+    values = {**config_step_defaults(), **values}  # the config file's watchdog: for the steps that set none
     try:
         recipe = Recipe.model_validate(values)
     except ValidationError as exc:
@@ -369,6 +371,10 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
             if isinstance(st.recipe, dict):
                 step_sources.entries.append((doc, ("steps", i, "recipe"), f"steps[{i}].recipe"))
                 values = dict(st.recipe)
+            elif isinstance(st.recipe, list) and not st.recipe:
+                loc = ("steps", i, "recipe")
+                raise SpecError([SpecIssue(doc.file, doc.line_of(loc), format_path(loc), "an empty list names no "
+                                           "recipe: give a file, a list of files, or the recipe itself (a mapping)")])
             elif st.recipe is not None:
                 files = [st.recipe] if isinstance(st.recipe, str) else st.recipe
                 try:
