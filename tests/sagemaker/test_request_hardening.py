@@ -160,3 +160,25 @@ def test_local_staging_never_leaves_its_directories(tmp_path: Path) -> None:
     s3 = {"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": "s3://b/p/"}}}
     with pytest.raises(StagingError, match="leaves its directory"):
         stage_channels([s3], [tmp_path / "host-1"], lambda: Listing())
+
+
+@pytest.mark.parametrize(("uri", "host"), [("file://anyhost/etc/hostname", "anyhost"), ("file://data/x", "data")])
+def test_a_file_uri_with_a_host_is_refused(tmp_path: Path, mlhome: Path, uri: str, host: str) -> None:
+    recipe = _recipe(tmp_path, sagemaker={"inputs": [{"name": "train", "uri": uri}]})
+    _refused(_template(recipe, *LOCAL), mlhome, f"sagemaker.inputs[0].uri: '{uri}': a file:// URI names this "
+             f"machine's files, not host '{host}'", f"file:///{uri[7:]}")
+    with pytest.raises(StagingError, match="names this machine's files"):
+        stage_channels([{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": uri}}}],
+                       [tmp_path / "host-1"], None)
+
+
+def test_a_file_uri_of_localhost_is_this_machine(tmp_path: Path, mlhome: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.txt").write_text("x", encoding="utf-8")
+    for uri in (f"file://localhost{data}", f"file://{data}"):
+        recipe = _recipe(tmp_path, sagemaker={"inputs": [{"name": "train", "uri": uri}]})
+        assert _template(recipe, *LOCAL).exit_code == 0
+    stage_channels([{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": f"file://localhost{data}"}}}],
+                   [tmp_path / "host-1"], None)
+    assert (tmp_path / "host-1" / "input" / "data" / "train" / "x.txt").read_text(encoding="utf-8") == "x"

@@ -21,7 +21,10 @@ class StagingError(Exception):
 
 
 def _local_objects(uri: str) -> list[tuple[str, Path]]:
-    path = Path(unquote(urlparse(uri).path))
+    parsed = urlparse(uri)
+    if (parsed.hostname or "").lower() not in ("", "localhost"):
+        raise StagingError(f"ValidationException: {uri}: a file:// URI names this machine's files (file:///path)")
+    path = Path(unquote(parsed.path))
     if path.is_file():
         return [(path.name, path)]
     if path.is_dir():

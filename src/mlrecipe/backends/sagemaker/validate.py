@@ -96,11 +96,23 @@ def _string_problem(shape: Any, value: str, local: bool) -> str:
     if value.startswith("file://") and not local:
         return (f"{value!r}: file:// URIs work in mode local only; upload the data to S3 (aws s3 sync) and name its "
                 "s3:// URI")
+    if value.startswith("file://"):
+        host = file_uri_host(value)
+        if host not in ("", "localhost"):
+            return (f"{value!r}: a file:// URI names this machine's files, not host {host!r}: write file:///path "
+                    f"(three slashes; file:///{value[7:]} for a path under /)")
     pattern = shape.metadata.get("pattern")
     compiled = _compiled(pattern) if pattern else None
     if compiled is not None and not (local and value.startswith("file://")) and compiled.fullmatch(value) is None:
         return f"{value!r} does not match SageMaker's pattern {pattern} ({shape.name})"
     return ""
+
+
+def file_uri_host(uri: str) -> str:
+    """The host of a ``file://`` URI ("" for ``file:///path``), lower case."""
+    from urllib.parse import urlsplit
+
+    return (urlsplit(uri).hostname or "").lower()
 
 
 @cache
