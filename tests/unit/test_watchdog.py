@@ -176,8 +176,11 @@ def test_the_reason_names_the_first_rank_outside_a_collective(tmp_path: Path) ->
     (tmp_path / "node-1-pid-200.txt").write_text(RANK1_SLEEPING)
     assert hang_culprit(str(tmp_path)) == ("rank 1 (node 1, pid 200) is not in a collective: in load_batch "
                                            "(/work/data.py:41)")
-    (tmp_path / "node-1-pid-200.txt").write_text(RANK0_IN_ALLREDUCE.replace("rank: 0", "rank: 1"))
-    assert hang_culprit(str(tmp_path)).startswith("every rank's stack is inside a collective")
+    (tmp_path / "node-1-pid-200.txt").write_text(RANK0_IN_ALLREDUCE.replace(": 0\n", ": 1\n"))
+    assert hang_culprit(str(tmp_path), 2).startswith("every rank's stack is inside a collective")
+    (tmp_path / "node-1-pid-200.txt").unlink()
+    assert hang_culprit(str(tmp_path), 2) == ("every rank here is inside a collective; the stacks of node(s) 1 are "
+                                              "not in this directory (see their own logs)")
     assert hang_culprit(str(tmp_path / "none")) == "no Python stacks could be taken"
 
 

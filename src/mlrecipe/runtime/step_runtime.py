@@ -526,9 +526,9 @@ def _header(text: str) -> dict[str, str]:
     return fields
 
 
-def hang_culprit(stack_dir: str) -> str:
+def hang_culprit(stack_dir: str, nnodes: int = 0) -> str:
     """The first rank (by rank, node, pid) whose stacks are not inside a collective, with where it is; or what
-    the stacks in ``stack_dir`` say instead."""
+    the stacks in ``stack_dir`` say instead (naming the nodes of ``nnodes`` whose stacks are not there)."""
     procs = []
     for name in sorted(os.listdir(stack_dir)) if os.path.isdir(stack_dir) else []:
         if not (name.startswith("node-") and name.endswith(".txt")):
@@ -551,6 +551,10 @@ def hang_culprit(stack_dir: str) -> str:
             who = (f"rank {fields['rank']} (node {fields.get('node')}, pid {fields.get('pid')})"
                    if fields.get("rank", "-") != "-" else f"node {fields.get('node')} pid {fields.get('pid')}")
             return f"{who} is not in a collective: in {innermost(threads)}"
+    missing = sorted(set(range(nnodes)) - {int(f["node"]) for f, _ in procs if f.get("node", "").isdigit()})
+    if missing:
+        return (f"every rank here is inside a collective; the stacks of node(s) {', '.join(map(str, missing))} are "
+                "not in this directory (see their own logs)")
     return "every rank's stack is inside a collective (a peer may have died, or the fabric stalls)"
 
 
@@ -599,6 +603,9 @@ class Watchdog:
         self.nnodes = int(nnodes) if nnodes.isdigit() else 1
         self.metrics = env.get("MLRECIPE_METRICS_FILE") or None
         self.log_dir = log_dir
+        #: No directory the backend keeps (a pod without a shared volume): the stacks go to the node's output too.
+        self.echo_stacks = not (env.get("MLRECIPE_LOG_DIR") or self.metrics)
+        self.written: list[str] = []
         self.shared = os.path.join(log_dir, "watchdog") if log_dir else None
         self.private = tempfile.mkdtemp(prefix="mlrecipe-wd-", dir=env.get("TMPDIR") or None)
         for sub in ("stacks", "pids"):
@@ -717,7 +724,7 @@ class Watchdog:
         stack_dir = os.path.join(base, name)
         with contextlib.suppress(OSError):
             os.makedirs(stack_dir, exist_ok=True)
-        self.dump_stacks(stack_dir, root_pid)
+        self.written = self.dump_stacks(stack_dir, root_pid)
         with contextlib.suppress(OSError), open(os.path.join(stack_dir, f"node-{self.node}.done"), "w"):
             pass
         deadline = time.monotonic() + GATHER_SECONDS
@@ -725,7 +732,7 @@ class Watchdog:
                 os.path.exists(os.path.join(stack_dir, f"node-{r}.done")) for r in range(self.nnodes)):
             time.sleep(0.2)
         reason = (f"hang: no progress for {format_duration(self.settings.hang_timeout)}; stacks in {stack_dir}; "
-                  f"{hang_culprit(stack_dir)}")
+                  f"{hang_culprit(stack_dir, self.nnodes)}")
         with contextlib.suppress(OSError):
             tmp = os.path.join(stack_dir, f"{HANG_REASON}.{self.node}.tmp")
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -814,6 +821,13 @@ def _stop_tree(child: subprocess.Popen, pids: list[int], grace: float) -> None:
                 time.sleep(0.1)
 
 
+def _tee(data: bytes, log: BinaryIO | None) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+    if log is not None:
+        log.write(data)
+
+
 def _sagemaker_failure(env: dict[str, str], reason: str) -> None:
     """In a SageMaker training container, ``reason`` becomes the job's ``FailureReason`` (``output/failure``)."""
     if sagemaker_hosts(env) is None:
@@ -828,14 +842,9 @@ def _sagemaker_failure(env: dict[str, str], reason: str) -> None:
 def _run_watched(program: dict, env: dict[str, str], log: BinaryIO | None, settings: WatchdogSettings) -> int:
     """:func:`_run_script` under the watchdog: on a hang, stacks, then :data:`HANG_STATUS` or a restart."""
     watchdog = Watchdog(settings, env, step_log_dir(program, env))
-    out = sys.stdout.buffer
 
     def say(text: str) -> None:
-        line = f"[mlrecipe] {text}\n".encode()
-        out.write(line)
-        out.flush()
-        if log is not None:
-            log.write(line)
+        _tee(f"[mlrecipe] {text}\n".encode(), log)
 
     try:
         while True:
@@ -878,21 +887,20 @@ def _watched_attempt(program: dict, watchdog: Watchdog, env: dict[str, str],
                 continue
             pids = descendants(child.pid)
             _, reason = watchdog.on_hang(how, child.pid)
+            for path in watchdog.written if watchdog.echo_stacks else []:
+                with contextlib.suppress(OSError), open(path, "rb") as fh:
+                    _tee(f"[mlrecipe] stacks of {os.path.basename(path)}:\n".encode() + fh.read(), log)
             hang.append(reason)
             _stop_tree(child, pids + descendants(child.pid), min(GRACE_SECONDS, 5.0))
             return
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    out = sys.stdout.buffer
     assert child.stdout is not None
     fd = child.stdout.fileno()
     while chunk := os.read(fd, 65536):
         watchdog.saw_output()
-        out.write(chunk)
-        out.flush()
-        if log is not None:
-            log.write(chunk)
+        _tee(chunk, log)
     status = child.wait()
     done.set()
     watcher.join()
