@@ -65,6 +65,10 @@ KeepGoingOpt = Annotated[
     bool, typer.Option("--keep-going", help="When a step fails, let the independent branches finish (default: "
                        "cancel the running steps)")
 ]
+KeepOnFailureOpt = Annotated[
+    bool, typer.Option("--keep-on-failure", help="Leave a failed step's cluster objects (pods, a Slurm job, ...) for "
+                       "inspection instead of removing them; 'mlrecipe uninstall RELEASE' removes them later")
+]
 
 
 def _backend_opts(opts: list[str] | None, kubeconfig: str | None, kube_context: str | None) -> list[str]:
@@ -104,13 +108,14 @@ def install(
     backend_opt: BackendOptsOpt = None,
     kubeconfig: KubeconfigOpt = None,
     kube_context: KubeContextOpt = None,
+    keep_on_failure: KeepOnFailureOpt = False,
 ) -> None:
     """Run one step: CHART with the recipe(s) given by -f, as release RELEASE."""
     from mlrecipe.cli import execute
 
     inputs = _install_inputs(release, chart, values, set_, namespace)
     opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out))
+    raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out, keep_on_failure=keep_on_failure))
 
 
 @app.command()
@@ -126,6 +131,7 @@ def run(
     kube_context: KubeContextOpt = None,
     max_parallel: MaxParallelOpt = DEFAULT_MAX_PARALLEL,
     keep_going: KeepGoingOpt = False,
+    keep_on_failure: KeepOnFailureOpt = False,
 ) -> None:
     """Run a pipeline as one release: each step once the steps it depends on are done (depends_on; without
     it, in file order), independent ones at the same time.
@@ -136,7 +142,8 @@ def run(
 
     inputs = {"kind": "pipeline", "path": str(pipeline.resolve()), "sets": list(set_ or [])}
     opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out, max_parallel, keep_going))
+    raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out, max_parallel, keep_going,
+                                        keep_on_failure))
 
 
 @app.command()

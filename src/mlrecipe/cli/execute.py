@@ -66,7 +66,7 @@ def summary(record: ReleaseRecord) -> dict[str, Any]:
 
 
 def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry_run: bool, force: bool,
-               out: str, max_parallel: int = 4, keep_going: bool = False) -> ExitCode:
+               out: str, max_parallel: int = 4, keep_going: bool = False, keep_on_failure: bool = False) -> ExitCode:
     """Validate, then print the plan (dry run) or run the release; return the exit code."""
     lifecycle.skip_pydantic_plugins()
     from mlrecipe.runner.progress import make_display
@@ -81,7 +81,8 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
             spec = type(spec)(spec.release, inputs["namespace"], spec.steps, spec.backend, spec.source)
         impl, others = _backends(backend, spec.backend, opts, spec.backend_at)
         runner = ReleaseRunner(spec, impl, inputs, make_display("json" if dry_run else out), force=force,
-                               max_parallel=max_parallel, keep_going=keep_going, backend_options=others)
+                               max_parallel=max_parallel, keep_going=keep_going, backend_options=others,
+                               keep_on_failure=keep_on_failure)
         problems = runner.problems()
         if problems:
             for p in problems:

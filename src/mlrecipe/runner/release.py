@@ -89,7 +89,10 @@ class ReleaseRunner:
     max_parallel: int = 4
     keep_going: bool = False
     backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # other backends' (-B NAME.key=value)
+    #: A failed step's cluster objects are left for inspection (each running step is told; ``_kept`` says what).
+    keep_on_failure: bool = False
     _said: set[str] = field(default_factory=set)
+    _kept: dict[str, str] = field(default_factory=dict)
     backends: StepBackends = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -323,6 +326,7 @@ class ReleaseRunner:
             running = impl.submit(plan, ctx)
         except BackendError as exc:
             return StepOutcome(StepState.FAILED, None, f"submission failed: {exc}")
+        running.keep_on_failure = self.keep_on_failure
         rec.handle = running.handle.to_json()
         rec.log_file = impl.log_file_pattern(ctx, step.name)
         record.save()
@@ -335,8 +339,11 @@ class ReleaseRunner:
             try:
                 outcome, note, progress = active.look()
             except BackendError as exc:
-                with contextlib.suppress(BackendError):
-                    active.running.cancel()
+                if self.keep_on_failure:
+                    active.running.kept = active.running.kept or f"whatever it still runs (its backend failed: {exc})"
+                else:
+                    with contextlib.suppress(BackendError):
+                        active.running.cancel()
                 outcome, note, progress = StepOutcome(StepState.FAILED, None, f"backend failed: {exc}"), "", None
             if outcome is None:
                 if active.waiting:
@@ -359,6 +366,8 @@ class ReleaseRunner:
                 sched.done.add(name)
             else:
                 sched.fail(name)
+                if self.keep_on_failure and outcome.state is StepState.FAILED:
+                    self._kept[name] = active.running.kept
 
     def _cancel_all(self, sched: _Schedule, record: ReleaseRecord, why: str, state: StepState) -> None:
         """Stop every running step (their records say why)."""
@@ -388,10 +397,23 @@ class ReleaseRunner:
             return ExitCode.OK
         at = sched.failed[0] if sched.failed else next(iter(sorted(sched.stopped)), "")
         self.display.say(f"release {address}: {state} at step {at}")
+        self._say_kept(record)
         if servers:
             self.display.say(f"servers still up: {', '.join(s.name for s in servers)}; stop them with "
                              f"'mlrecipe uninstall {self.spec.release}'")
         return ExitCode.INTERRUPTED if state is StepState.INTERRUPTED else ExitCode.FAILED
+
+    def _say_kept(self, record: ReleaseRecord) -> None:
+        """With ``keep_on_failure``: what each failed step left for inspection, and how to remove it."""
+        for name, kept in self._kept.items():
+            backend = record.backend_of(record.steps[name])
+            if kept:
+                self.display.say(f"kept for inspection (--keep-on-failure): step {name}: {kept}; remove it with "
+                                 f"'mlrecipe uninstall {self.context.address}'")
+            else:
+                self.display.say(f"--keep-on-failure: step {name} left nothing on {backend} to keep (nothing of the "
+                                 "failed step runs there any more); its logs and state stay: 'mlrecipe debug-bundle "
+                                 f"{self.context.address}' collects them")
 
     def _finish(self, record: ReleaseRecord, rec: StepRecord, outcome: StepOutcome, elapsed: float) -> bool:
         """Record a step's outcome and show it; whether the step did what it should."""

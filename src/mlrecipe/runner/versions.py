@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import re
 import shutil
@@ -20,6 +21,12 @@ NCCL_LINE = re.compile(rb"NCCL version (\d+\.\d+\.\d+[^\s]*)")
 DRIVER_FILE = Path("/proc/driver/nvidia/version")
 
 
+def _platform() -> str:
+    """The kernel and machine (from ``os.uname``: ``platform.platform()`` may start ``uname -p``)."""
+    u = os.uname()
+    return f"{u.sysname} {u.release} {u.machine}, {' '.join(platform.libc_ver())}"
+
+
 def package_versions() -> list[tuple[str, str]]:
     """(distribution, version) of each of :data:`PACKAGES`, "not installed" where it is not."""
     out = []
@@ -31,23 +38,34 @@ def package_versions() -> list[tuple[str, str]]:
     return out
 
 
+def _proc_driver() -> str:
+    """The kernel module's version line and each GPU's model, read from ``/proc/driver/nvidia`` (no process)."""
+    lines = [DRIVER_FILE.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0]]
+    for info in sorted((DRIVER_FILE.parent / "gpus").glob("*/information")):
+        model = next((line.split(":", 1)[1].strip() for line in info.read_text(errors="replace").splitlines()
+                      if line.startswith("Model:")), "?")
+        lines.append(f"gpu {info.parent.name}: {model}")
+    return "\n".join(lines)
+
+
 def driver_version() -> tuple[str, str]:
-    """The NVIDIA driver and GPUs of this machine (``nvidia-smi``'s query, else the kernel module's version file),
-    and where that came from; ("", why) when there is none."""
-    if shutil.which("nvidia-smi") is not None:
-        try:
-            done = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total",
-                                   "--format=csv,noheader"], capture_output=True, text=True, timeout=20, check=False,
-                                  stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return "", f"nvidia-smi did not answer: {exc}"
-        if done.returncode == 0 and done.stdout.strip():
-            return done.stdout.strip(), "nvidia-smi"
-        return "", f"nvidia-smi failed: {(done.stderr or done.stdout).strip()}"
+    """The NVIDIA driver and GPUs of this machine (``/proc/driver/nvidia``, else ``nvidia-smi``'s query), and where
+    that came from; ("", why) when there is none."""
     try:
-        return DRIVER_FILE.read_text(encoding="utf-8", errors="replace").strip(), str(DRIVER_FILE)
-    except OSError:
-        return "", "no NVIDIA driver on this machine (no nvidia-smi, no /proc/driver/nvidia/version)"
+        return _proc_driver(), str(DRIVER_FILE.parent)
+    except (OSError, IndexError):
+        pass
+    if shutil.which("nvidia-smi") is None:
+        return "", "no NVIDIA driver on this machine (no /proc/driver/nvidia/version, no nvidia-smi)"
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total",
+                               "--format=csv,noheader"], capture_output=True, text=True, timeout=20, check=False,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "", f"nvidia-smi did not answer: {exc}"
+    if done.returncode == 0 and done.stdout.strip():
+        return done.stdout.strip(), "nvidia-smi"
+    return "", f"nvidia-smi failed: {(done.stderr or done.stdout).strip()}"
 
 
 def nccl_in_logs(logs: Iterable[tuple[str, bytes]]) -> list[tuple[str, str]]:
@@ -62,7 +80,7 @@ def nccl_in_logs(logs: Iterable[tuple[str, bytes]]) -> list[tuple[str, str]]:
 def versions_text(logs: Iterable[tuple[str, bytes]]) -> tuple[str, str]:
     """The bundle's ``versions.txt``, and why the driver's version is unknown ("" when known)."""
     lines = ["# versions on the machine that made this bundle (nodes elsewhere may differ: see their logs)",
-             f"python\t{sys.version.split()[0]} ({sys.executable})", f"platform\t{platform.platform()}"]
+             f"python\t{sys.version.split()[0]} ({sys.executable})", f"platform\t{_platform()}"]
     lines += [f"{name}\t{version}" for name, version in package_versions()]
     driver, source = driver_version()
     why = "" if driver else source

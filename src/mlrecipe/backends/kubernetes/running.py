@@ -66,6 +66,9 @@ class KubernetesRunningStep(RunningStep[KubernetesHandle]):
         self._outcome = status.step_outcome(obj, pods)
         if self._outcome is None:
             self._outcome = self._check_stuck(status.stuck_reason(pods))
+        if self._outcome is not None and self._outcome.state is StepState.FAILED and self.keep_on_failure:
+            self.kept = (f"Helm release {self.handle.helm_release} in namespace {self.handle.namespace} (its "
+                         f"{self.handle.kind} and the pods its operator left)")
         return self._outcome
 
     def _check_stuck(self, reason: str) -> StepOutcome | None:
@@ -79,7 +82,8 @@ class KubernetesRunningStep(RunningStep[KubernetesHandle]):
         self._stuck = reason
         if now - self._stuck_since < self.stuck_timeout:
             return None
-        self.cancel()
+        if not self.keep_on_failure:
+            self.cancel()
         return StepOutcome(StepState.FAILED, None, f"stuck for {now - self._stuck_since:.0f} s: {reason}")
 
     def ready_url(self) -> str | None:

@@ -66,7 +66,11 @@ class SlurmRunningStep(RunningStep[SlurmHandle]):
         waited = self.watcher.overdue(self._published_url())
         if waited is None:
             return None
-        self._cancel_quietly(self.handle.job_ids)
+        if self.keep_on_failure:  # the job, its allocation and its server stay for inspection
+            self._cancel_quietly(self.handle.chain)
+            self.kept = f"Slurm job {self.handle.job_id} (its allocation and the server's processes)"
+        else:
+            self._cancel_quietly(self.handle.job_ids)
         where = self.watcher.readiness.health_url(self._published_url() or "http://<node>:<port>")
         self._outcome = StepOutcome(
             StepState.FAILED, None, f"Slurm job {self.handle.job_id}: the server was not ready after {waited:.0f} s "
