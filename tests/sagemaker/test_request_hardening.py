@@ -182,3 +182,18 @@ def test_a_file_uri_of_localhost_is_this_machine(tmp_path: Path, mlhome: Path) -
     stage_channels([{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": f"file://localhost{data}"}}}],
                    [tmp_path / "host-1"], None)
     assert (tmp_path / "host-1" / "input" / "data" / "train" / "x.txt").read_text(encoding="utf-8") == "x"
+
+
+@pytest.mark.parametrize(("node_type", "image", "warned"), [
+    ("p4de.24xlarge", "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5-cpu-py311-ubuntu22.04", True),
+    ("g5.xlarge", "my-registry/trainer:cpu", True),
+    ("p4de.24xlarge", "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5-gpu-py311-cu124", False),
+    ("c5.xlarge", "763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.5-cpu-py311-ubuntu22.04", False),
+])
+def test_a_gpu_instance_with_a_cpu_image_is_a_warning_in_the_plan(tmp_path: Path, mlhome: Path, node_type: str,
+                                                                  image: str, warned: bool) -> None:
+    recipe = _recipe(tmp_path, image=image, resources={"node_type": node_type})
+    result = _template(recipe, *LOCAL)
+    assert result.exit_code == 0, result.output
+    line = f"# warning: instance type ml.{node_type} has GPUs, but image {image} is a CPU image"
+    assert (line in result.output) is warned, result.output[:2000]

@@ -28,7 +28,7 @@ from mlrecipe.backends.sagemaker import names
 from mlrecipe.backends.sagemaker.client import call, error_code
 from mlrecipe.backends.sagemaker.handle import SageMakerHandle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
-from mlrecipe.backends.sagemaker.request import LOCAL_IMAGE, LOCAL_ROLE, instance_type
+from mlrecipe.backends.sagemaker.request import LOCAL_IMAGE, LOCAL_ROLE, image_mismatch, instance_type
 from mlrecipe.credentials import is_secret
 from mlrecipe.errors import BackendError, SpecIssue
 from mlrecipe.spec.load import StepSpec
@@ -82,7 +82,9 @@ class EndpointPlan(Plan):
         out = []
         for call_name in CALLS:
             doc = yaml.safe_dump(self.requests[call_name], sort_keys=False, default_flow_style=False, width=120)
-            out += [f"# step {self.step} ({self.chart}): sagemaker {call_name}", "---", doc.rstrip("\n")]
+            out += [f"# step {self.step} ({self.chart}): sagemaker {call_name}"]
+            out += [f"# {note}" for note in self.notes if note.startswith("warning: ") and call_name == CALLS[0]]
+            out += ["---", doc.rstrip("\n")]
         return "\n".join(out) + "\n"
 
 
@@ -165,6 +167,7 @@ def build_endpoint(step: StepSpec, ctx: ReleaseContext, options: SageMakerOption
             else:
                 issues.append(SpecIssue(OPTION_SOURCE, None, path, f"{OPERATIONS[call_name]}: {message}"))
     notes = [] if known else [f"the model archive is {url}, known once that step has finished"]
+    notes += [n for n in [image_mismatch(kind, image)] if n]
     plan = EndpointPlan(step=step.name, chart=step.chart.name, requests=requests, endpoint_name=name,
                         step_dir=ctx.step_dir(step.name), mode=options.mode, region=options.region,
                         model_ready=known, notes=notes)

@@ -45,7 +45,9 @@ class SageMakerPlan(Plan):
     def materialize(self) -> str:
         """One YAML document: the ``create_training_job`` keyword arguments, then the channel's files as comments."""
         doc = yaml.safe_dump(self.shown_request(), sort_keys=False, default_flow_style=False, width=120)
-        lines = [f"# step {self.step} ({self.chart}): sagemaker create_training_job", "---", doc.rstrip("\n"),
+        lines = [f"# step {self.step} ({self.chart}): sagemaker create_training_job"]
+        lines += [f"# {note}" for note in self.notes if note.startswith("warning: ")]
+        lines += ["---", doc.rstrip("\n"),
                  f"# ==> {self.program_uri}{PROGRAM_FILE} (step program; with {RUNTIME_FILE}, mlrecipe's step runtime)"]
         lines += [f"# {line}" for line in json.dumps(self.program, indent=2, sort_keys=True).splitlines()]
         return "\n".join(lines) + "\n"

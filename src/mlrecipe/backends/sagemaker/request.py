@@ -80,6 +80,20 @@ def instance_type(node_type: str) -> str:
     return node_type if node_type.startswith("ml.") else f"ml.{node_type}"
 
 
+#: SageMaker instance families with GPUs (p: training, g: graphics/inference).
+_GPU_INSTANCE = re.compile(r"ml\.(p|g)[0-9]")
+#: An image tag or name that says it is built for CPUs (the AWS deep learning containers' ``-cpu-``).
+_CPU_IMAGE = re.compile(r"(^|[-_:/.])cpu([-_.]|$)", re.IGNORECASE)
+
+
+def image_mismatch(kind: str, image: str) -> str:
+    """A warning when a GPU instance type runs an image built for CPUs (its GPUs would go unused); "" otherwise."""
+    if _GPU_INSTANCE.match(kind) and _CPU_IMAGE.search(image):
+        return (f"warning: instance type {kind} has GPUs, but image {image} is a CPU image: they would go unused; "
+                "use the image's GPU variant (-gpu-, -cu1xx-) or a CPU instance type")
+    return ""
+
+
 def volume_gb(storage: str | int | float) -> int:
     """A Kubernetes quantity (``200Gi``, ``500G``) in whole GB (rounded up, at least 1)."""
     match = re.fullmatch(r"\s*([0-9.]+)\s*([KMGTkmgt]i?)?\s*", str(storage))
@@ -123,6 +137,9 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     origins["ResourceConfig.InstanceType"] = ("recipe", "resources.node_type") if res.node_type else (
         "option", "instance_type")
     origins["ResourceConfig.InstanceCount"] = ("recipe", "resources.nnodes")
+    mismatch = image_mismatch(kind, image)
+    if mismatch:
+        notes.append(mismatch)
     size = options.volume_size_gb
     origins["ResourceConfig.VolumeSizeInGB"] = ("option", "volume_size_gb")
     if recipe.ebs is not None:
