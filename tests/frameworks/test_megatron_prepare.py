@@ -212,3 +212,38 @@ def test_kill_9_during_a_download_then_mlrecipe_resume_fetches_only_what_was_inc
         assert "pile_00_text_document: complete, skipped" in log, log[-3000:]  # shard 00 went through every stage
     assert [p["file_number"] for p in _manifest(data)["prefixes"]] == [0, 1, 2]
     assert not list(data.glob("*.part"))
+
+
+def test_an_empty_shard_fails_naming_rank_and_file_with_no_manifest(corpus: Corpus, tmp_path: Path) -> None:
+    import zstandard
+
+    mirror = tmp_path / "mirror"
+    shutil.copytree(corpus.shards, mirror)
+    (mirror / "00.jsonl.zst").write_bytes(b"")  # a 0-byte download
+    (mirror / "01.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b""))  # a valid, empty stream
+    with ShardServer(mirror) as server:
+        for number, error in (("0", "00.jsonl.zst: empty file (0 bytes): not a compressed shard"),
+                              ("1", "01.jsonl: no documents: it is empty (0 bytes)")):
+            data = tmp_path / f"data-{number}"
+            done = run_prepare(*_args(server, Corpus(mirror, corpus.tokenizer), data, number))
+            assert done.returncode == 1
+            assert error_lines(done.stderr) == [f"error: rank 0: {error}"]
+            assert not (data / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("kilobytes", [48, 60, 96])
+def test_a_full_disk_is_one_error_line_naming_rank_and_file(corpus: Corpus, tmp_path: Path, kilobytes: int) -> None:
+    """The data directory on a small tmpfs (a private mount namespace: as root or in a user namespace); the sizes
+    fill it during the download, during the tokenization and while the rank writes its report."""
+    data = tmp_path / "data"
+    data.mkdir()
+    with ShardServer(corpus.shards) as server:
+        inner = subprocess.list2cmdline(prepare_command(*_args(server, corpus, data, "0-1")))
+        done = subprocess.run(["unshare", "--map-root-user", "--mount", "sh", "-c",
+                               f"mount -t tmpfs -o size={kilobytes}k tmpfs {data} && exec {inner}"],
+                              env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = error_lines(done.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: rank 0: 0"), done.stderr
+    assert "no space left on device" in lines[0].lower()

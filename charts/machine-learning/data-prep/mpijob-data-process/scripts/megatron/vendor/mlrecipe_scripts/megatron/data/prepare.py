@@ -111,6 +111,7 @@ class Preparation:
         self.fingerprint = self.run_key
         self.checksums: dict[str, str] | None = None
         self.writer = "builtin"
+        self.current = ""  #: the shard being worked on, for errors that name no file (a full disk)
 
     def log(self, message: str) -> None:
         print(f"[rank {self.world.rank}/{self.world.size}] {message}", flush=True)
@@ -211,6 +212,8 @@ class Preparation:
             return
         if not compressed.is_file():
             raise ShardFailure(compressed.name, "no such file to extract (run the download stage)")
+        if compressed.stat().st_size == 0 and compressed.suffix in (".zst", ".gz"):
+            raise ShardFailure(compressed.name, "empty file (0 bytes): not a compressed shard")
         markers.forget(extracted)
         try:
             size = extract(compressed, extracted)
@@ -237,6 +240,11 @@ class Preparation:
             bin_part.unlink(missing_ok=True)
             idx_part.unlink(missing_ok=True)
             raise
+        if counts.documents == 0:
+            bin_part.unlink(missing_ok=True)
+            idx_part.unlink(missing_ok=True)
+            what = "it is empty (0 bytes)" if source.stat().st_size == 0 else "no line holds a document with text"
+            raise ShardFailure(source.name, f"no documents: {what}")
         os.replace(bin_part, bin_path)
         os.replace(idx_part, idx_path)
         seconds, cpu_seconds = time.monotonic() - started, time.process_time() - cpu_started
@@ -285,12 +293,14 @@ class Preparation:
         try:
             self.setup()
             for number in self.mine:
+                self.current = f"{ranks.shard_name(number)}{self.args.shard_suffix}"
                 self.shard(number)
+            self.current = ""
+            markers.report(self.data_dir, self.world.rank, self.run_id, self.run_key, None, self.mine)
         except ShardFailure as exc:
             return self.fail(str(exc))
         except OSError as exc:
-            return self.fail(f"{exc.filename or self.data_dir}: {exc.strerror or exc}")
-        markers.report(self.data_dir, self.world.rank, self.run_id, self.run_key, None, self.mine)
+            return self.fail(f"{self.current or self.data_dir}: {os_error(exc)}")
         if self.world.rank != 0:
             return 0
         return self.finish()
@@ -312,7 +322,10 @@ class Preparation:
             manifest = self.manifest()
         except ShardFailure as exc:
             return self.fail(str(exc), report=False)
-        markers.write_json(self.data_dir / markers.MANIFEST, manifest)
+        try:
+            markers.write_json(self.data_dir / markers.MANIFEST, manifest)
+        except OSError as exc:
+            return self.fail(f"{markers.MANIFEST}: {os_error(exc)}; no manifest written", report=False)
         self.log(f"every rank succeeded: {manifest['documents']} documents, {manifest['tokens']} tokens in "
                  f"{len(manifest['prefixes'])} files; wrote {self.data_dir / markers.MANIFEST}")
         return 0
@@ -320,9 +333,18 @@ class Preparation:
     def fail(self, message: str, report: bool = True, prefix: bool = True) -> int:
         text = f"rank {self.world.rank}: {message}" if prefix else message
         if report:
-            markers.status_path(self.data_dir, self.world.rank).parent.mkdir(parents=True, exist_ok=True)
-            markers.report(self.data_dir, self.world.rank, self.run_id, self.run_key, text, self.mine)
+            try:
+                markers.status_path(self.data_dir, self.world.rank).parent.mkdir(parents=True, exist_ok=True)
+                markers.report(self.data_dir, self.world.rank, self.run_id, self.run_key, text, self.mine)
+            except OSError as exc:  # a full disk: the other ranks learn of it from the launcher
+                text += f" (this rank's report was not written either: {os_error(exc)})"
         raise ScriptError(text)
+
+
+def os_error(exc: OSError) -> str:
+    """One line for a failed file operation: the system's words, and the file when the error names one."""
+    words = (exc.strerror or str(exc)).lower() if exc.strerror else str(exc)
+    return f"{words} ({exc.filename})" if exc.filename else words
 
 
 def main(argv: Sequence[str] | None = None) -> int:
