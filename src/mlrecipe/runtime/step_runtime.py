@@ -321,6 +321,7 @@ def node_temp_dir(env: dict[str, str]) -> str | None:
 HANG_STATUS = 124
 HANG_MARKER = "hang.json"
 HANG_REASON = "reason.txt"
+NOT_IN_COLLECTIVE = "is not in a collective"
 #: faulthandler's dump signal in the step's Python processes: a real-time one, which programs rarely use. Only the
 #: processes that registered it (and said so in the watchdog's ``pids`` directory) are ever sent it.
 STACK_SIGNAL = signal.SIGRTMIN + 7
@@ -550,7 +551,7 @@ def hang_culprit(stack_dir: str, nnodes: int = 0) -> str:
         if not in_collective(threads):
             who = (f"rank {fields['rank']} (node {fields.get('node')}, pid {fields.get('pid')})"
                    if fields.get("rank", "-") != "-" else f"node {fields.get('node')} pid {fields.get('pid')}")
-            return f"{who} is not in a collective: in {innermost(threads)}"
+            return f"{who} {NOT_IN_COLLECTIVE}: in {innermost(threads)}"
     missing = sorted(set(range(nnodes)) - {int(f["node"]) for f, _ in procs if f.get("node", "").isdigit()})
     if missing:
         return (f"every rank here is inside a collective; the stacks of node(s) {', '.join(map(str, missing))} are "
@@ -829,8 +830,10 @@ def _tee(data: bytes, log: BinaryIO | None) -> None:
 
 
 def _sagemaker_failure(env: dict[str, str], reason: str) -> None:
-    """In a SageMaker training container, ``reason`` becomes the job's ``FailureReason`` (``output/failure``)."""
-    if sagemaker_hosts(env) is None:
+    """In a SageMaker training container, a reason that names the stuck rank becomes the job's ``FailureReason``
+    (``output/failure``). SageMaker's hosts share no directory, so each host reads only its own stacks: the host
+    of the stuck rank is the one that can name it (the others' logs end with their own reason)."""
+    if sagemaker_hosts(env) is None or NOT_IN_COLLECTIVE not in reason:
         return
     path = os.path.join(env.get("SM_OUTPUT_DIR") or "/opt/ml/output", "failure")
     with contextlib.suppress(OSError):
