@@ -164,6 +164,31 @@ def _chart_values(step: StepSpec, ctx: ReleaseContext, env: dict[str, str]) -> t
     return secrets.with_secret_ref(values, name, list(data)), [manifest], notes
 
 
+def _failed_expression(step: StepSpec, values: dict[str, Any], ctx: ReleaseContext) -> SpecError | None:
+    """When Helm failed while executing: the recipe's value whose expression fails on its own (the charts pass the
+    command block's env and ``mpirun``'s env and args through ``tpl``), at its file and line; ``None`` when none
+    does. Credentials are left out: their expressions are checked where they are rendered, naming no value."""
+    from mlrecipe.credentials import is_secret_name
+    from mlrecipe.errors import TemplateError
+    from mlrecipe.helm.tpl import expand_templates
+
+    mpirun = step.recipe.mpirun
+    located = [(f"{step.chart.block}.env[{i}].value", e.value) for i, e in enumerate(step.block.env)
+               if not is_secret_name(e.name)]
+    if mpirun is not None:
+        located += [(f"mpirun.env[{i}].value", e.value) for i, e in enumerate(mpirun.env) if not is_secret_name(e.name)]
+        located += [(f"mpirun.args[{i}]", a) for i, a in enumerate(mpirun.args)]
+    templated = [(path, text) for path, text in located if "{{" in text]
+    if not templated:
+        return None
+    try:
+        expand_templates([text for _, text in templated], values, ctx.release, ctx.namespace)
+    except TemplateError as exc:
+        if exc.index is not None:
+            return SpecError([step.issue(templated[exc.index][0], str(exc))])
+    return None
+
+
 def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> KubernetesPlan:
     """Render ``step``'s chart with Helm; a value the chart's schema or templates refuse becomes a
     :class:`SpecError` at the recipe's file, line and field.
@@ -182,7 +207,8 @@ def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None 
         if exc.errors:  # a value the chart refuses: at the recipe's file and line
             raise SpecError([step.issue(e.path, f"{e.message} (chart {step.chart.name})")
                              for e in exc.errors]) from exc
-        raise SpecError.single(f"{step.chart.name} (step {step.name})", exc.detail) from exc
+        raise _failed_expression(step, values, ctx) or SpecError.single(
+            f"{step.chart.name} (step {step.name})", exc.detail) from exc
     objects = [obj for doc in text.split("\n---\n") if (obj := parse_yaml(doc.removeprefix("---\n")))]
     return KubernetesPlan(
         step=step.name,
