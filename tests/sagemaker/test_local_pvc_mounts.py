@@ -50,7 +50,7 @@ def test_aws_mode_mounts_no_local_volume(tmp_path: Path, mlhome: Path) -> None:
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(textwrap.dedent(PIPELINE))
     result = cli(mlhome, "run", str(pipeline), "--dry-run", "-B", "sagemaker.role_arn=arn:aws:iam::123456789012:role/r",
-                 "-B", "sagemaker.s3_prefix=s3://bucket/p", timeout=60)
+                 "-B", "sagemaker.s3_prefix=s3://bucket/p", "-B", "sagemaker.region=us-west-2", timeout=60)
     assert result.returncode == 0, result.stderr
     aws = result.stdout.split("backend sagemaker ====")[1]
     assert "FileSystemDataSource" not in aws and "mount --bind" not in aws

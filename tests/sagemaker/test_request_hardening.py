@@ -103,7 +103,7 @@ def test_a_malformed_endpoint_url_is_one_error(tmp_path: Path, mlhome: Path, url
 
 
 def test_a_client_that_cannot_be_made_is_a_backend_error() -> None:
-    with pytest.raises(BackendError, match="cannot make the AWS sagemaker client"):
+    with pytest.raises(BackendError, match="no SageMaker client"):
         aws_client("sagemaker", "us-west-2", "htp:/bad")
 
 

@@ -43,7 +43,8 @@ def aws_client(service: str, region: str | None, endpoint_url: str | None) -> An
     try:
         return boto3.session.Session().client(service, region_name=region, endpoint_url=endpoint_url, config=config)
     except (BotoCoreError, ValueError) as exc:  # no region, a malformed endpoint URL: before any call
-        raise BackendError(f"cannot make the AWS {service} client: {exc} (set -B sagemaker.region=... and check "
+        shown = {"sagemaker": "SageMaker", "s3": "S3", "logs": "CloudWatch Logs"}.get(service, service)
+        raise BackendError(f"no {shown} client: {exc} (set -B sagemaker.region=... and check "
                            "-B sagemaker.endpoint_url)") from exc
 
 
