@@ -73,8 +73,7 @@ def debug_bundle(
                                                   "name")] = None,
     backend: Annotated[str | None, typer.Option("--backend", "-b", help="The release's backend")] = None,
     backend_opt: Annotated[list[str] | None, typer.Option("--backend-opt", "-B", help="Backend option key=value "
-                                                          "(repeatable; BACKEND.key=value for a step's own "
-                                                          "backend)")] = None,
+                                                          "(BACKEND.key=value for a step's own backend)")] = None,
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="kubernetes: kubeconfig file")] = None,
     kube_context: Annotated[str | None, typer.Option("--kube-context", help="kubernetes: kubeconfig "
                                                      "context")] = None,
