@@ -205,3 +205,13 @@ def test_a_config_file_default_watches_every_step_that_sets_none(tmp_path: Path,
     (mlhome / "config.yaml").write_text("local: {}\nwatchdog:\n  hang_timeout: soon\n")
     with pytest.raises(SpecError, match=r"config\.yaml:3.*watchdog\.hang_timeout"):
         load_step_release("r", "data-prep/data-process", [_recipe(tmp_path, "")])
+
+
+def test_on_sagemaker_the_host_that_names_the_stuck_rank_writes_the_failure_reason(tmp_path: Path) -> None:
+    env = {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2", "SM_OUTPUT_DIR": str(tmp_path)}
+    step_runtime._sagemaker_failure(env, "hang: ...; every rank here is inside a collective")
+    assert not (tmp_path / "failure").exists(), "a host that cannot name the stuck rank leaves the reason to it"
+    step_runtime._sagemaker_failure(env, "hang: ...; rank 1 (node 1, pid 7) is not in a collective: in f (x.py:1)")
+    assert (tmp_path / "failure").read_text().startswith("hang: ...; rank 1 (node 1, pid 7)")
+    step_runtime._sagemaker_failure({"SM_OUTPUT_DIR": str(tmp_path / "x")}, "rank 1 is not in a collective")
+    assert not (tmp_path / "x").exists(), "outside SageMaker nothing is written"

@@ -842,6 +842,15 @@ def _sagemaker_failure(env: dict[str, str], reason: str) -> None:
                 fh.write(reason + "\n")
 
 
+def _termination_message(env: dict[str, str], reason: str) -> None:
+    """In a Kubernetes container, ``reason`` becomes the container's termination message (``kubectl describe``,
+    ``status.containerStatuses[].state.terminated.message``; at most 4096 bytes are kept)."""
+    path = "/dev/termination-log"
+    if env.get("KUBERNETES_SERVICE_HOST") and os.path.exists(path):
+        with contextlib.suppress(OSError), open(path, "w", encoding="utf-8") as fh:
+            fh.write(reason[:4000])
+
+
 def _run_watched(program: dict, env: dict[str, str], log: BinaryIO | None, settings: WatchdogSettings) -> int:
     """:func:`_run_script` under the watchdog: on a hang, stacks, then :data:`HANG_STATUS` or a restart."""
     watchdog = Watchdog(settings, env, step_log_dir(program, env))
@@ -857,6 +866,7 @@ def _run_watched(program: dict, env: dict[str, str], log: BinaryIO | None, setti
             say(reason)
             if settings.on_hang != "restart" or watchdog.attempt >= settings.max_restarts:
                 _sagemaker_failure(env, reason)
+                _termination_message(env, reason)
                 return HANG_STATUS
             watchdog.attempt += 1
             say(f"watchdog: restarting the command after a hang (restart {watchdog.attempt} of "
