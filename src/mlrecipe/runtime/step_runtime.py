@@ -11,7 +11,9 @@ Usage: ``python3 step_runtime.py STEP_JSON``
     {"version": 1, "release": str, "namespace": str, "step": str, "chart": str,
      "git": {"repo_url": str, "branch": str|null, "commit": str|null} | null,
      "inline_script": [str], "pre_script": [str], "command": [str], "args": [str],
-     "post_script": [str]}
+     "post_script": [str], "watchdog": {"hang_timeout": str|number, "on_hang": str, "max_restarts": int}}
+
+(``watchdog`` only when the recipe sets one.)
 
 In this order, in one bash session so that exports carry over, it: clones ``git`` into
 ``$HOME/tmp/$HOSTNAME`` (exported as ``GIT_CLONE_DIR``, the working directory afterwards),
@@ -316,6 +318,8 @@ def node_temp_dir(env: dict[str, str]) -> str | None:
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(SHARED_TEMP_ROOT, f"torchinductor_{getpass.getuser()}"))
     return path
 
+
+# --- The watchdog: hang detection (the program's "watchdog" block) -----------------------------------------------
 
 #: The exit status of a node whose command the watchdog stopped after a hang (as ``timeout`` exits).
 HANG_STATUS = 124
@@ -922,6 +926,9 @@ def _watched_attempt(program: dict, watchdog: Watchdog, env: dict[str, str],
     if hang:
         return HANG_STATUS, hang[0]
     return (128 - status if status < 0 else status), None
+
+
+# --- Running the step program ------------------------------------------------------------------------------------
 
 
 def run(program: dict, env: dict[str, str] | None = None) -> int:
