@@ -55,7 +55,7 @@ def _crd_validators(directory: str) -> dict[tuple[str, str], Any]:
     import jsonschema
 
     found: dict[tuple[str, str], Any] = {}
-    for path in sorted(Path(directory).glob("*.yaml")):
+    for path in sorted(Path(directory).rglob("*.yaml")):
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
         for doc in text.split("\n---"):

@@ -9,12 +9,13 @@ own status and the pods' reasons; logs of rank N are copied to ``<step dir>/rank
 from __future__ import annotations
 
 from mlrecipe.backends.base import Backend, CollectsDebugRecords, DebugRecord, ReleaseContext
-from mlrecipe.backends.kubernetes import debug, status
+from mlrecipe.backends.kubernetes import debug, status, training_api
 from mlrecipe.backends.kubernetes.cluster import KubeClient
 from mlrecipe.backends.kubernetes.handle import KubernetesHandle
 from mlrecipe.backends.kubernetes.options import KubernetesOptions
 from mlrecipe.backends.kubernetes.plan import KubernetesPlan, render_step
 from mlrecipe.backends.kubernetes.running import KubernetesRunningStep
+from mlrecipe.errors import ClusterError, TransientBackendError
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -32,6 +33,7 @@ class KubernetesBackend(CollectsDebugRecords, Backend[KubernetesPlan, Kubernetes
         super().__init__(options)
         self._clients: dict[tuple[str | None, str | None], KubeClient] = {}
         self._injected: KubeClient | None = None
+        self._training_api: str | None = None
 
     def client(self, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
         """The client of a cluster (default: the one the options name), created once."""
@@ -47,7 +49,21 @@ class KubernetesBackend(CollectsDebugRecords, Backend[KubernetesPlan, Kubernetes
         self._injected = client
 
     def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> KubernetesPlan:
-        return render_step(step, ctx, env or {})
+        return render_step(step, ctx, env or {}, (self.training_api(), self.options.training_runtime))
+
+    def training_api(self) -> str:
+        """The training API the PyTorchJob charts render (:mod:`.training_api`); ``auto`` asks the cluster once,
+        and is v1 when no cluster is configured or reachable."""
+        if self._training_api is None:
+            served = None
+            if self.options.training_api == "auto":
+                try:
+                    crds = self.client().served_crds(tuple(training_api.API_OF_CRD))
+                    served = training_api.served_apis(crds)
+                except (ClusterError, TransientBackendError):
+                    served = None
+            self._training_api = training_api.choose(self.options.training_api, served)
+        return self._training_api
 
     def submit(self, plan: KubernetesPlan, ctx: ReleaseContext) -> KubernetesRunningStep:
         workload = plan.workload() or {}
@@ -55,6 +71,8 @@ class KubernetesBackend(CollectsDebugRecords, Backend[KubernetesPlan, Kubernetes
         selector = f"app.kubernetes.io/instance={plan.release}"
         if labels.get("mlrecipe.io/step"):
             selector += f",mlrecipe.io/step={labels['mlrecipe.io/step']}"
+        if workload.get("kind") == "TrainJob":  # its JobSet's pods, named after it
+            selector = f"jobset.sigs.k8s.io/jobset-name={workload['metadata']['name']}"
         client = self.client()
         kubeconfig, context = client.resolve_cluster()
         handle = KubernetesHandle(

@@ -20,6 +20,7 @@ INSTALL_HINT = "the kubernetes backend needs the 'kubernetes' client: pip instal
 #: kind -> (group, version, plural) of the custom resources the charts render.
 CUSTOM = {
     "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
+    "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
     "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
     "RayJob": ("ray.io", "v1", "rayjobs"),
     "RayService": ("ray.io", "v1", "rayservices"),
@@ -139,6 +140,22 @@ class KubeClient:
         except ClusterError as exc:
             if exc.status != 404:
                 raise
+
+    def served_crds(self, names: tuple[str, ...]) -> set[str]:
+        """Which of the CustomResourceDefinitions ``names`` the cluster has (read one by one: a 404 is absent)."""
+        from kubernetes import client
+
+        api = client.ApiextensionsV1Api(self.api)
+        found = set()
+        for name in names:
+            try:
+                self._call(f"reading CRD {name}", api.read_custom_resource_definition, name, _request_timeout=10)
+            except ClusterError as exc:
+                if exc.status != 404:
+                    raise
+                continue
+            found.add(name)
+        return found
 
     def get_object(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         """The object as the API returns it (a dict), or ``None`` when it does not exist."""

@@ -7,9 +7,12 @@ Example::
       kubeconfig: ~/.kube/eks-ml.yaml
       context: ml-team@eks-ml
       stuck_timeout: 900
+      training_api: v2            # Kubeflow Trainer v2 TrainJob instead of PyTorchJob
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 
@@ -29,3 +32,11 @@ class KubernetesOptions(BackendOptions):
         600.0, ge=0, description="Seconds a step's pods may stay unable to start (image pull, unschedulable) "
         "before the step fails and is uninstalled")
     poll_seconds: float = Field(2.0, gt=0, description="How often the runner reads the workload and its pods")
+    training_api: Literal["v1", "v2", "auto"] = Field(
+        "auto", description="What the PyTorchJob charts render: v1 (PyTorchJob, Kubeflow training operator), v2 "
+        "(TrainJob, Kubeflow Trainer v2) or auto (v2 when the cluster serves trainjobs.trainer.kubeflow.org and not "
+        "pytorchjobs.kubeflow.org, else v1; v1 without a cluster, e.g. template). MPIJob and RayJob charts stay on "
+        "their operators")
+    training_runtime: str = Field(
+        "torch-distributed", min_length=1, description="The ClusterTrainingRuntime a TrainJob references "
+        "(training_api v2)")

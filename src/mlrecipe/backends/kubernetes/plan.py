@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from mlrecipe.backends.base import Plan, ReleaseContext
-from mlrecipe.backends.kubernetes import secrets
+from mlrecipe.backends.kubernetes import secrets, training_api
 from mlrecipe.metrics import METRICS_FILE, METRICS_VAR
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.errors import SpecError
@@ -82,8 +82,9 @@ class KubernetesPlan(Plan):
         return None
 
     def workload(self) -> dict[str, Any] | None:
-        """The object whose status says how the step went (PyTorchJob, MPIJob, RayJob, Job, ...)."""
-        for kind in ("PyTorchJob", "MPIJob", "RayJob", "Job", "RayService", "LeaderWorkerSet", "Deployment"):
+        """The object whose status says how the step went (PyTorchJob, TrainJob, MPIJob, RayJob, Job, ...)."""
+        for kind in ("PyTorchJob", "TrainJob", "MPIJob", "RayJob", "Job", "RayService", "LeaderWorkerSet",
+                     "Deployment"):
             for obj in self.objects:
                 if obj.get("kind") == kind:
                     return obj
@@ -189,11 +190,13 @@ def _failed_expression(step: StepSpec, values: dict[str, Any], ctx: ReleaseConte
     return None
 
 
-def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> KubernetesPlan:
+def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None,
+                training: tuple[str, str] = ("v1", "torch-distributed")) -> KubernetesPlan:
     """Render ``step``'s chart with Helm; a value the chart's schema or templates refuse becomes a
     :class:`SpecError` at the recipe's file, line and field.
 
     ``env`` is the pipeline's env for this step (outputs of earlier steps); see the module docstring.
+    ``training`` is (training API, ClusterTrainingRuntime): with ``v2`` the PyTorchJob charts render a TrainJob.
     """
     from mlrecipe.helm._engine import parse_yaml
     from mlrecipe.helm.render import ChartRenderError, chart_path, render_text
@@ -201,6 +204,8 @@ def render_step(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None 
     metrics = metrics_file(step, ctx)
     pods_env = {**(env or {}), **({METRICS_VAR: metrics} if metrics else {})}
     values, secret_objects, notes = _chart_values(step, ctx, pods_env)
+    values, training_notes = training_api.apply(values, step.chart.name, *training)
+    notes += training_notes
     try:
         text = render_text(chart_path(step.chart.name), values, ctx.release, ctx.namespace)
     except ChartRenderError as exc:

@@ -12,12 +12,13 @@ from typing import Any
 from mlrecipe.backends.base import StepOutcome, StepState
 
 #: Kubernetes' words for how a step stands, as step states, in one table: a training or batch Job's true
-#: conditions (``Created``, ``Running``, ``Succeeded`` / ``Complete``, ``Failed``), a RayJob's ``jobStatus`` (upper
-#: case) and ``jobDeploymentStatus`` (``Failed``), a pod's phase, an older RayService's ``serviceStatus``
-#: (``Running``: serving). Words not listed say nothing about the outcome.
+#: conditions (``Created``, ``Running``, ``Succeeded`` / ``Complete``, ``Failed``; a TrainJob's ``Suspended``: waiting),
+#: a RayJob's ``jobStatus`` (upper case) and ``jobDeploymentStatus`` (``Failed``), a pod's phase, an older
+#: RayService's ``serviceStatus`` (``Running``: serving). Words not listed say nothing about the outcome.
 KUBERNETES_STATES: dict[str, StepState] = {
     "Created": StepState.PENDING, "Pending": StepState.PENDING, "PENDING": StepState.PENDING,
     "Running": StepState.RUNNING, "Restarting": StepState.RUNNING, "RUNNING": StepState.RUNNING,
+    "Suspended": StepState.PENDING,
     "Succeeded": StepState.SUCCEEDED, "Complete": StepState.SUCCEEDED, "SUCCEEDED": StepState.SUCCEEDED,
     "Failed": StepState.FAILED, "FAILED": StepState.FAILED, "STOPPED": StepState.FAILED,
 }
@@ -41,12 +42,13 @@ def _cond_message(cond: dict[str, Any]) -> str:
 def workload_outcome(obj: dict[str, Any]) -> StepOutcome | None:
     """The outcome a workload object reports, or ``None`` while it runs.
 
-    PyTorchJob/MPIJob: conditions ``Succeeded`` / ``Failed``; Job: ``Complete`` / ``Failed``;
+    PyTorchJob/MPIJob: conditions ``Succeeded`` / ``Failed``; Job and TrainJob: ``Complete`` / ``Failed`` (a
+    TrainJob's ``Created`` and ``Suspended`` say it waits);
     RayJob: ``status.jobStatus`` ``SUCCEEDED`` / ``FAILED`` / ``STOPPED`` (and ``jobDeploymentStatus``
     ``Failed``). Other kinds (servers) never finish by themselves: ``None``.
     """
     kind = obj.get("kind")
-    if kind in ("PyTorchJob", "MPIJob", "Job"):
+    if kind in ("PyTorchJob", "TrainJob", "MPIJob", "Job"):
         conds = _conditions(obj)
         ended = {KUBERNETES_STATES.get(name): cond for name, cond in conds.items()}
         if StepState.FAILED in ended:
