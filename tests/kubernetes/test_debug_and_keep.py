@@ -88,6 +88,13 @@ def test_what_the_cluster_no_longer_has_or_refuses_is_named(mlhome: Path) -> Non
     assert refused["workload.json"].text is not None
     assert refused["pods.json"].text is None and "403 Forbidden" in refused["pods.json"].missing
 
+    def unreadable() -> list[dict[str, Any]]:
+        raise ValueError("1 validation error for V1ContainerStatus")
+
+    backend.use_client(EventfulCluster(lambda: load("pytorchjob-failed"), unreadable))
+    odd = {r.name: r for r in backend.debug_records(HANDLE)}
+    assert "V1ContainerStatus" in odd["pods.json"].missing, "an answer the client cannot read is named, not raised"
+
 
 def test_a_bundle_holds_what_the_cluster_holds(mlhome: Path, tmp_path: Path) -> None:
     runner = _runner()

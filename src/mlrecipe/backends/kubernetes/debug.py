@@ -19,7 +19,7 @@ def _asked(name: str, what: str, read: Callable[[], str]) -> DebugRecord:
     """A record of ``read()``'s text; the cluster's refusal or silence is the record's ``missing``."""
     try:
         return DebugRecord(name, read())
-    except MlrecipeError as exc:
+    except Exception as exc:  # a refusal, or an answer the client cannot read: the bundle is made all the same
         return DebugRecord(name, missing=f"{what}: {exc}")
 
 
@@ -62,7 +62,7 @@ def debug_records(client: KubeClient, handle: KubernetesHandle) -> list[DebugRec
         out.append(_asked("workload.json", f"reading {handle.kind}/{handle.name}", workload))
     try:
         pods = client.list_pods(handle.namespace, handle.selector)
-    except MlrecipeError as exc:
+    except Exception as exc:
         return [*out, DebugRecord("pods.json", missing=f"listing the pods ({handle.selector}): {exc}")]
     if not pods:
         return [*out, DebugRecord("pods.json", missing=f"no pod matches {handle.selector} in {where} any more (the "
@@ -84,7 +84,7 @@ def debug_records(client: KubeClient, handle: KubernetesHandle) -> list[DebugRec
     for name in involved:
         try:
             events += client.list_events(handle.namespace, name)
-        except MlrecipeError as exc:
+        except Exception as exc:
             problems.append(f"events of {name}: {exc}")
     if events or not problems:
         out.append(DebugRecord("events.txt", events_table(events)))
