@@ -92,7 +92,7 @@ def test_bad_request_is_refused_at_the_recipe_line(mlhome: Path) -> None:
 def test_missing_role_and_bucket_are_named(mlhome: Path) -> None:
     spec = spec_from_inputs(install_inputs(ASSETS / "train.yaml"))
     runner = ReleaseRunner(spec, get_backend("sagemaker", {}), {}, QuietDisplay())
-    problems = "\n".join(runner.problems())
+    problems = "\n".join(map(str, runner.problems()))
     assert "role_arn: required in mode aws" in problems and "s3_prefix: required in mode aws" in problems
     assert problems.count("role_arn: ") == 1 and "RoleArn" not in problems  # said once, not per field
 
@@ -155,7 +155,8 @@ def test_aws_mode_needs_an_image_and_s3_channels(mlhome: Path, tmp_path: Path) -
     recipe.write_text("sagemaker:\n  inputs: [{name: code, uri: 'file:///srv/code'}]\n"
                       "train:\n  command: [python3, t.py]\n")
     spec = spec_from_inputs(install_inputs(recipe))
-    problems = "\n".join(ReleaseRunner(spec, get_backend("sagemaker", AWS_OPTIONS), {}, QuietDisplay()).problems())
+    runner = ReleaseRunner(spec, get_backend("sagemaker", AWS_OPTIONS), {}, QuietDisplay())
+    problems = "\n".join(map(str, runner.problems()))
     assert f"{recipe}:1: image: required on the sagemaker backend" in problems
     assert f"{recipe}:2: sagemaker.inputs[0].uri: 'file:///srv/code': file:// URIs work in mode local only" in problems
     local = ReleaseRunner(spec, get_backend("sagemaker", LOCAL_OPTIONS), {}, QuietDisplay())

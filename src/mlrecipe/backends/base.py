@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mlrecipe.errors import SpecIssue
 from mlrecipe.metrics import METRICS_FILE
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
@@ -249,6 +250,12 @@ class CollectsDebugRecords(ABC):
         ``missing`` saying why (the bundle is collected when things have gone wrong)."""
 
 
+def issues_at_chart(step: StepSpec, problems: list[str]) -> list[SpecIssue]:
+    """``problems`` of ``step`` as issues where the step names its chart (pipeline file and line, or the command
+    line's chart argument)."""
+    return [SpecIssue(*step.chart_at, f"step {step.name}: {problem}") for problem in problems]
+
+
 class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
     """Base class of every backend (one package each, one line in the registry)."""
 
@@ -266,6 +273,11 @@ class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
         if step.chart.kind not in self.kinds:
             return [f"chart {step.chart.name} ({step.chart.kind.value}) is not supported on backend {self.name}"]
         return []
+
+    def check_issues(self, step: StepSpec) -> list[SpecIssue]:
+        """:meth:`check`'s problems where the user can fix them: by default where the step names its chart (a
+        backend that knows the very value at fault returns the issue at that value's file and line)."""
+        return issues_at_chart(step, self.check(step))
 
     @abstractmethod
     def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> PlanT:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mlrecipe.cli import lifecycle
 from mlrecipe.cli.address import parse_address
 from mlrecipe.cli.output import emit_json, fail, print_error
-from mlrecipe.errors import BackendError, ExitCode, MlrecipeError, ReleaseBusyError, UserError
+from mlrecipe.errors import BackendError, ExitCode, MlrecipeError, ReleaseBusyError, SpecError, UserError
 
 if TYPE_CHECKING:
     from mlrecipe.runner.state import ReleaseRecord
@@ -85,9 +85,7 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
                                keep_on_failure=keep_on_failure)
         problems = runner.problems()
         if problems:
-            for p in problems:
-                fail(p)
-            return fail("nothing was started")
+            raise SpecError(problems)
         if dry_run:
             print(runner.materialize(), end="")
             return ExitCode.OK

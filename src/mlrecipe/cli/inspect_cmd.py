@@ -62,7 +62,7 @@ def _plan_all(spec: ReleaseSpec, backend: str | None, opts: list[str]) -> str | 
     if backend is None:
         return None
     from mlrecipe.cli.execute import _backends
-    from mlrecipe.errors import SpecIssue, UserError
+    from mlrecipe.errors import UserError
     from mlrecipe.runner.progress import QuietDisplay
     from mlrecipe.runner.release import ReleaseRunner
 
@@ -76,7 +76,7 @@ def _plan_all(spec: ReleaseSpec, backend: str | None, opts: list[str]) -> str | 
     runner = ReleaseRunner(spec, default, {}, QuietDisplay(), backend_options=others)
     problems = runner.problems()
     if problems:
-        raise SpecError([SpecIssue(spec.source.split(",")[0] or "<input>", None, "", p) for p in problems])
+        raise SpecError(problems)
     runner.materialize()
     names = sorted({runner.backends.of(s).name for s in spec.steps})
     if names == [backend]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from mlrecipe.backends.base import Backend, QueuesAhead, ReleaseContext, StepOutcome, StepState, sleep_until_readable
 from mlrecipe.config import release_dir
-from mlrecipe.errors import BackendError, DiskFullError, ExitCode, MlrecipeError, ReleaseBusyError
+from mlrecipe.errors import BackendError, DiskFullError, ExitCode, MlrecipeError, ReleaseBusyError, SpecIssue
 from mlrecipe.nccl_network import efa_warning
 from mlrecipe.runner.active import ActiveStep
 from mlrecipe.runner.lock import driving
@@ -112,12 +112,10 @@ class ReleaseRunner:
         """The release's context as the backend ``impl`` of a step sees it (the release's state directory)."""
         return replace(self.context, upcoming=upcoming, runs_on="" if impl is self.backend else impl.name)
 
-    def problems(self) -> list[str]:
-        """Capability problems of every step on this backend (nothing has started)."""
-        out: list[str] = []
-        for step in self.spec.steps:
-            out += [f"step {step.name}: {p}" for p in self.backends.of(step).check(step)]
-        return out
+    def problems(self) -> list[SpecIssue]:
+        """Capability problems of every step on its backend (nothing has started), each where the step names its
+        chart."""
+        return [issue for step in self.spec.steps for issue in self.backends.of(step).check_issues(step)]
 
     def materialize(self) -> str:
         """What every step would run, as ``template`` / ``--dry-run`` print it."""

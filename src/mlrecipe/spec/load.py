@@ -55,6 +55,9 @@ class StepSpec:
     #: The backend this step names (``None``: the release's), and where it is written (file, line, field).
     backend: str | None = None
     backend_at: tuple[str, int | None, str] | None = field(default=None, compare=False, repr=False)
+    #: Where the step names its chart (file, line, field): a backend's refusal of the step is reported there.
+    chart_at: tuple[str, int | None, str] = field(default=("<command line>", None, "chart"), compare=False,
+                                                  repr=False)
 
     def issue(self, path: str, message: str) -> SpecIssue:
         """A problem with the value at ``path`` (``image``, ``resources.nnodes``), at the file and line it came
@@ -199,6 +202,9 @@ def build_step(
     if issues:
         return None, issues
     step = StepSpec(name, chart, values, recipe, depends_on, sources=sources)
+    if chart_loc is not None:
+        doc, loc = chart_loc
+        step = dataclasses.replace(step, chart_at=(doc.file, doc.line_of(loc), format_path(loc)))
     warnings = framework_warnings(chart, recipe.framework, step.command_line, (chart.block, "command"),
                                   [*recipe.pre_script, *recipe.inline_script])
     if warnings:

@@ -25,6 +25,7 @@ from mlrecipe.backends.base import (
     DebugRecord,
     ReleaseContext,
     RemovesByRelease,
+    issues_at_chart,
 )
 from mlrecipe.backends.sagemaker import debug, names, status, tagged
 from mlrecipe.backends.sagemaker.client import aws_client, call, require_boto3, sagemaker_client, sdk_region
@@ -103,13 +104,18 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
 
     def check(self, step: StepSpec) -> list[str]:
         """Capabilities, then the whole request as the service would check it (nothing is uploaded yet)."""
-        problems = super().check(step)
-        if problems:
-            return problems
+        return [str(issue) for issue in self.check_issues(step)]
+
+    def check_issues(self, step: StepSpec) -> list[SpecIssue]:
+        """:meth:`check`'s problems: the capability one where the step names its chart, the request's at their
+        values' files and lines."""
+        capability = super().check(step)
+        if capability:
+            return issues_at_chart(step, capability)
         ctx = ReleaseContext("release", "default", self.name, Path("/nonexistent"))
         if step.chart.kind is StepKind.ENDPOINT:
-            return [str(i) for i in self._endpoint_issues(step, ctx)[1]]
-        return [str(i) for i in self._issues(step, build_request(step, ctx, self.options))]
+            return self._endpoint_issues(step, ctx)[1]
+        return self._issues(step, build_request(step, ctx, self.options))
 
     def _endpoint_issues(self, step: StepSpec, ctx: ReleaseContext,
                          env: dict[str, str] | None = None) -> tuple[EndpointPlan, list[SpecIssue]]:
