@@ -157,7 +157,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     links: list[str] = []
     local = options.mode == "local"
     local_file_systems: dict[str, str] = {}
-    for pvc in recipe.pvc:
+    for pvc_index, pvc in enumerate(recipe.pvc):
         fs = options.file_systems.get(pvc.name)
         if fs is None and local:
             fs = local_file_system(pvc.name)
@@ -169,6 +169,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
                          f"-B sagemaker.file_systems.{pvc.name}.id=fs-... (FSx for Lustre or EFS, with subnets)")
             continue
         origins[f"InputDataConfig[{len(channels) + 1}]"] = ("option", f"file_systems.{pvc.name}")
+        origins[f"InputDataConfig[{len(channels) + 1}].ChannelName"] = ("recipe", f"pvc[{pvc_index}].name")
         channels.append({"ChannelName": pvc.name, "DataSource": {"FileSystemDataSource": {
             "FileSystemId": fs.id, "FileSystemAccessMode": fs.access_mode, "FileSystemType": fs.type,
             "DirectoryPath": fs.directory_path}}, "InputMode": "File"})
