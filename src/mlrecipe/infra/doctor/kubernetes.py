@@ -1,5 +1,6 @@
 """Checks for the Kubernetes backend, through the official ``kubernetes`` client (read-only GETs):
-context reachable, namespace, operator CRDs, device plugins, allocatable accelerators on the node
+context reachable, namespace, operator CRDs (and which training API, PyTorchJob v1 or Trainer v2's TrainJob, the
+cluster serves and the config's ``training_api`` chose), device plugins, allocatable accelerators on the node
 types recipes ask for (or a Karpenter NodePool that can launch them), storage classes, and the
 ``pv-*`` claims bound."""
 
@@ -44,6 +45,13 @@ OPERATOR_INFO = {
         "PyTorchJob CRD (Kubeflow training operator)",
         {"pytorchjobs.kubeflow.org": "v1"},
         "kubectl apply --server-side -k infra/kustomize/training-operator (or terraform apply in infra/terraform)",
+    ),
+    "trainer": Operator(
+        "TrainJob CRD (Kubeflow Trainer v2)",
+        {"trainjobs.trainer.kubeflow.org": "v1alpha1", "clustertrainingruntimes.trainer.kubeflow.org": "v1alpha1",
+         "jobsets.jobset.x-k8s.io": "v1alpha2"},
+        "kubectl apply --server-side -k infra/kustomize/trainer-v2 (or terraform apply -var training_api=v2 in "
+        "infra/terraform)",
     ),
     "mpi": Operator(
         "MPIJob v2beta1 CRD (MPI operator)",
@@ -291,6 +299,36 @@ def _operator(cluster: Cluster, op: Operator) -> CheckResult:
     return CheckResult.failed("; ".join(problems), hint)
 
 
+#: The operator each training API needs.
+API_OPERATOR = {"v1": "training", "v2": "trainer"}
+API_TITLE = {"v1": "v1 (PyTorchJob)", "v2": "v2 (TrainJob)"}
+
+
+def _chosen_api(cluster: Cluster, option: str) -> tuple[list[str], str]:
+    from mlrecipe.backends.kubernetes import API_OF_CRD, choose, served_apis
+
+    served = served_apis(set(cluster.crds()) & set(API_OF_CRD))
+    return served, choose(option, served)
+
+
+def _training_apis(cluster: Cluster, option: str) -> CheckResult:
+    """Which training APIs the cluster serves and which one the config's ``training_api`` renders."""
+    served, chosen = _chosen_api(cluster, option)
+    listing = ", ".join(API_TITLE[a] for a in served) or "neither PyTorchJob nor TrainJob"
+    detail = f"the cluster serves {listing}; config training_api: {option} -> {API_TITLE[chosen]}"
+    if chosen not in served:
+        return CheckResult.failed(detail, OPERATOR_INFO[API_OPERATOR[chosen]].install)
+    return CheckResult.passed(detail)
+
+
+def _training_operator(cluster: Cluster, key: str, option: str) -> CheckResult:
+    """The operator of one training API: checked when the config's choice renders it, else not used."""
+    _, chosen = _chosen_api(cluster, option)
+    if API_OPERATOR[chosen] != key:
+        return CheckResult.passed(f"not used: config training_api {option} -> {API_TITLE[chosen]}")
+    return _operator(cluster, OPERATOR_INFO[key])
+
+
 def _device_plugin(cluster: Cluster, resource: str) -> CheckResult:
     title, names, install = DEVICE_PLUGINS[resource]
     matches = [ds for ds in cluster.daemonsets() if any(n in ds.metadata.name for n in names)]
@@ -457,8 +495,11 @@ def _claim(cluster: Cluster, namespace: str, name: str, mount_path: str) -> Chec
 # ---------------------------------------------------------------- the list
 
 
-def checks(req: Requirements, context: str | None = None, namespace: str = DEFAULT_NAMESPACE) -> list[Check]:
-    """The Kubernetes backend's checks for ``req`` against ``context`` / ``namespace``."""
+def checks(req: Requirements, context: str | None = None, namespace: str = DEFAULT_NAMESPACE,
+           training_api: str = "auto") -> list[Check]:
+    """The Kubernetes backend's checks for ``req`` against ``context`` / ``namespace``; ``training_api`` is the
+    config's option (v1, v2, auto), which decides whether a PyTorchJob recipe needs the training operator or
+    Trainer v2."""
     cluster = Cluster(context)
     gate = lambda probe: _needs_cluster(cluster, probe)  # noqa: E731
     out = [
@@ -467,8 +508,15 @@ def checks(req: Requirements, context: str | None = None, namespace: str = DEFAU
         Check(f"namespace {namespace}", True, gate(lambda: _namespace(cluster, namespace))),
     ]
     needed_ops = {WORKLOAD_OPERATOR[w] for w in req.operators} if req.from_recipe else set(OPERATOR_INFO)
+    if "training" in needed_ops:
+        needed_ops.add("trainer")
+        out.append(Check("training APIs", True, gate(lambda: _training_apis(cluster, training_api))))
     for key, op in OPERATOR_INFO.items():
-        out.append(Check(op.title, key in needed_ops, gate(lambda op=op: _operator(cluster, op))))
+        if key in API_OPERATOR.values():
+            probe = lambda key=key: _training_operator(cluster, key, training_api)  # noqa: E731
+        else:
+            probe = lambda op=op: _operator(cluster, op)  # noqa: E731
+        out.append(Check(op.title, key in needed_ops, gate(probe)))
 
     neuron_needed = any(req.resources.get(r, 0) for r in NEURON_RESOURCES)
     for resource, (title, _, _) in DEVICE_PLUGINS.items():

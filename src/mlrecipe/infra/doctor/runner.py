@@ -51,9 +51,12 @@ def build_checks(backend: str, req: Requirements, context: str | None, namespace
         from mlrecipe.infra.doctor import sagemaker
 
         return sagemaker.checks(load_options(sagemaker.SageMakerOptions, "sagemaker", overrides))
+    from mlrecipe.backends.kubernetes import KubernetesOptions
+    from mlrecipe.backends.options import load_options
     from mlrecipe.infra.doctor import kubernetes
 
-    return kubernetes.checks(req, context=context, namespace=namespace)
+    options = load_options(KubernetesOptions, "kubernetes")
+    return kubernetes.checks(req, context=context, namespace=namespace, training_api=options.training_api)
 
 
 def run_doctor(
