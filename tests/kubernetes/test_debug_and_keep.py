@@ -103,14 +103,14 @@ def test_a_bundle_holds_what_the_cluster_holds(mlhome: Path, tmp_path: Path) -> 
     record = load_record("kubernetes", "default", "raw-ddp")
     assert record is not None
     said: list[str] = []
-    bundle = collect(record, StepBackends(runner.backend), None, "b", said.append, {})
+    bundle = collect(record, StepBackends(runner.backend), None, tmp_path / "b.tar.gz", said.append, {})
     step = runner.spec.steps[0].name
-    assert f"backend/{step}/events.txt" in bundle.members and f"backend/{step}/pods.json" in bundle.members
-    assert f"steps/{step}/rank-1.log" in bundle.members, "the pod logs the step's poll copied"
+    assert f"backend/{step}/events.txt" in bundle.names and f"backend/{step}/pods.json" in bundle.names
+    assert f"steps/{step}/rank-1.log" in bundle.names, "the pod logs the step's poll copied"
     assert any("asking kubernetes" in line for line in said)
-    bundle.write(tmp_path / "b.tar.gz", record.address)
     with tarfile.open(tmp_path / "b.tar.gz") as tar:
         manifest = (tar.extractfile("b/MANIFEST.txt") or io.BytesIO()).read().decode()
+        assert "b/backend/" + step + "/events.txt" in tar.getnames()
     assert f"backend/{step}/events.txt" in manifest
 
 

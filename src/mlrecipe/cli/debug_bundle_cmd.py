@@ -50,15 +50,13 @@ def make_bundle(release: str, step: str | None, output: Path | None, namespace: 
     def say(text: str) -> None:
         print(f"debug-bundle: {text}", file=sys.stderr, flush=True)
 
-    root = path.name.removesuffix(".gz").removesuffix(".tar").removesuffix(".tgz")
-    bundle = collect(record, backends, step, root, say, dict(os.environ))
     try:
-        bundle.write(path, record.address)
+        bundle = collect(record, backends, step, path, say, dict(os.environ))
     except OSError as exc:
         return fail(f"cannot write {path}: {exc.strerror or exc}", ExitCode.FAILED)
     told = (f"; {len(bundle.missing)} thing(s) could not be collected (MANIFEST.txt says why)" if bundle.missing
             else "")
-    say(f"wrote {path} ({len(bundle.members) + 1} files, {path.stat().st_size} bytes){told}")
+    say(f"wrote {path} ({len(bundle.files) + 1} files, {path.stat().st_size} bytes){told}")
     print(path)
     return ExitCode.OK
 

@@ -27,7 +27,7 @@ from mlrecipe.errors import MlrecipeError
 from mlrecipe.runner.recorded_inputs import SECRETS_KEY, credentials, restore
 from mlrecipe.runner.state import STATE_FILE, ReleaseRecord
 from mlrecipe.runner.step_backends import StepBackends
-from mlrecipe.runner.versions import versions_text
+from mlrecipe.runner.versions import nccl_in_logs, versions_text
 from mlrecipe.spec.load import ReleaseSpec
 
 MANIFEST = "MANIFEST.txt"
@@ -61,44 +61,54 @@ def known_secrets(spec: ReleaseSpec | None, environ: dict[str, str]) -> set[str]
 
 @dataclass
 class Bundle:
-    """The files of a bundle (scrubbed as they are added) and what could not be collected."""
+    """A bundle being written: each file is scrubbed and added to the gzipped tar ``tar`` as it comes (one file in
+    memory at a time, whatever the number of ranks); :meth:`add_manifest` adds ``MANIFEST.txt``, the last member."""
 
+    path: Path
     root: str  #: the folder every member is under
     scrub: Callable[[bytes], bytes]
-    members: dict[str, bytes] = field(default_factory=dict)
-    about: dict[str, str] = field(default_factory=dict)
-    missing: list[tuple[str, str]] = field(default_factory=list)
+    files: list[tuple[str, int, str]] = field(default_factory=list)  #: (name, size, what it is)
+    missing: list[tuple[str, str]] = field(default_factory=list)  #: (what, why it could not be collected)
+    nccl: list[tuple[str, str]] = field(default_factory=list)  #: (NCCL version, the log that reports it)
+    made: float = field(default_factory=time.time)
+    tar: tarfile.TarFile | None = field(default=None, repr=False)
+
+    @property
+    def tmp(self) -> Path:
+        return self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.files]
+
+    def _put(self, name: str, data: bytes) -> None:
+        assert self.tar is not None, "collect opens the tar"
+        info = tarfile.TarInfo(f"{self.root}/{name}")
+        info.size, info.mtime, info.mode = len(data), int(self.made), 0o644
+        self.tar.addfile(info, io.BytesIO(data))
 
     def add(self, name: str, data: bytes | str, what: str) -> None:
-        raw = data.encode("utf-8") if isinstance(data, str) else data
-        self.members[name] = self.scrub(raw)
-        self.about[name] = what
+        """Scrub ``data`` and add it as ``name``."""
+        clean = self.scrub(data.encode("utf-8") if isinstance(data, str) else data)
+        if name.endswith(".log"):
+            self.nccl += nccl_in_logs([(name, clean)])
+        self._put(name, clean)
+        self.files.append((name, len(clean), what))
 
     def miss(self, what: str, why: str) -> None:
         self.missing.append((what, redact_text(why)))
 
-    def manifest(self, address: str, made: float) -> str:
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(made))
+    def manifest(self, address: str) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.made))
         lines = [f"mlrecipe debug bundle of release {address}, made {when}.",
                  "Credential values mlrecipe knows of (the recipes', the environment's) and anything of a "
                  f"credential's form are masked as {MASK} in every file.", "", "Files:"]
-        lines += [f"  {name}  ({len(data)} bytes)  {self.about[name]}" for name, data in self.members.items()]
+        lines += [f"  {name}  ({size} bytes)  {what}" for name, size, what in self.files]
         lines += ["", "Not collected:"] + ([f"  {what}: {why}" for what, why in self.missing] or ["  (nothing)"])
         return "\n".join(lines) + "\n"
 
-    def write(self, path: Path, address: str) -> None:
-        """The bundle as ``path`` (a gzipped tar, written through a temporary file beside it)."""
-        made = time.time()
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with tarfile.open(tmp, "w:gz") as tar:
-                for name, data in [(MANIFEST, self.manifest(address, made).encode()), *self.members.items()]:
-                    info = tarfile.TarInfo(f"{self.root}/{name}")
-                    info.size, info.mtime, info.mode = len(data), int(made), 0o644
-                    tar.addfile(info, io.BytesIO(data))
-            tmp.replace(path)
-        finally:
-            tmp.unlink(missing_ok=True)
+    def add_manifest(self, address: str) -> None:
+        self._put(MANIFEST, self.manifest(address).encode())
 
 
 def recorded_spec(record: ReleaseRecord, environ: dict[str, str]) -> tuple[ReleaseSpec, list[str]]:
@@ -145,23 +155,31 @@ class Collector:
     unset: list[str] = field(default_factory=list)  #: credentials given with --set that the plans show as ${NAME}
     bundle: Bundle = field(init=False)
 
-    def collect(self, step: str | None, root: str) -> Bundle:
-        """The bundle of the whole release, or of ``step`` only (with the whole release's plan and state)."""
+    def collect(self, step: str | None, path: Path) -> Bundle:
+        """Write the bundle of the whole release, or of ``step`` only (with the whole release's plan and state), to
+        ``path``; nothing is left there on a failure."""
         spec_error = ""
         try:
             self.spec, self.unset = recorded_spec(self.record, self.environ)
         except (MlrecipeError, KeyError) as exc:
             spec_error = f"the release's recorded inputs cannot be loaded now: {exc}"
-        self.bundle = Bundle(root, scrubber(known_secrets(self.spec, self.environ)))
+        root = path.name.removesuffix(".gz").removesuffix(".tar").removesuffix(".tgz")
+        self.bundle = Bundle(path, root, scrubber(known_secrets(self.spec, self.environ)))
         steps = [step] if step else [n for n in self.record.order if n in self.record.steps]
-        self._state()
-        self._plans(spec_error)
-        for name in steps:
-            self._step_files(name)
-            self._backend_records(name)
-            self._environment(name, spec_error)
-        self._process_environment()
-        self._versions()
+        try:
+            with tarfile.open(self.bundle.tmp, "w:gz") as self.bundle.tar:
+                self._state()
+                self._plans(spec_error)
+                for name in steps:
+                    self._step_files(name)
+                    self._backend_records(name)
+                    self._environment(name, spec_error)
+                self._process_environment()
+                self._versions()
+                self.bundle.add_manifest(self.record.address)
+            self.bundle.tmp.replace(path)
+        finally:
+            self.bundle.tmp.unlink(missing_ok=True)
         return self.bundle
 
     def _state(self) -> None:
@@ -267,8 +285,7 @@ class Collector:
 
     def _versions(self) -> None:
         self.say("versions")
-        logs = [(n, d) for n, d in self.bundle.members.items() if n.endswith(".log")]
-        text, why = versions_text(logs)
+        text, why = versions_text(self.bundle.nccl)
         self.bundle.add("versions.txt", text, "mlrecipe, Python, torch, NCCL and driver versions where known")
         if why:
             self.bundle.miss("NVIDIA driver version", why)
@@ -278,7 +295,8 @@ def _env_text(env: dict[str, Any], title: str) -> str:
     return f"# {title}\n" + "".join(f"{k}={v}\n" for k, v in sorted(env.items()))
 
 
-def collect(record: ReleaseRecord, backends: StepBackends, step: str | None, root: str,
+def collect(record: ReleaseRecord, backends: StepBackends, step: str | None, path: Path,
             say: Callable[[str], None], environ: dict[str, str]) -> Bundle:
-    """The debug bundle of ``record`` (of its step ``step`` only, when given), under the folder ``root``."""
-    return Collector(record, backends, say, environ).collect(step, root)
+    """Write the debug bundle of ``record`` (of its step ``step`` only, when given) to ``path``; what it holds and
+    what it misses."""
+    return Collector(record, backends, say, environ).collect(step, path)

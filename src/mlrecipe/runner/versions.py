@@ -77,8 +77,9 @@ def nccl_in_logs(logs: Iterable[tuple[str, bytes]]) -> list[tuple[str, str]]:
     return found
 
 
-def versions_text(logs: Iterable[tuple[str, bytes]]) -> tuple[str, str]:
-    """The bundle's ``versions.txt``, and why the driver's version is unknown ("" when known)."""
+def versions_text(nccl: list[tuple[str, str]]) -> tuple[str, str]:
+    """The bundle's ``versions.txt`` (``nccl``: the (version, log) pairs :func:`nccl_in_logs` found), and why the
+    driver's version is unknown ("" when known)."""
     lines = ["# versions on the machine that made this bundle (nodes elsewhere may differ: see their logs)",
              f"python\t{sys.version.split()[0]} ({sys.executable})", f"platform\t{_platform()}"]
     lines += [f"{name}\t{version}" for name, version in package_versions()]
@@ -88,7 +89,6 @@ def versions_text(logs: Iterable[tuple[str, bytes]]) -> tuple[str, str]:
         lines += [f"# NVIDIA driver and GPUs ({source}):", *driver.splitlines()]
     else:
         lines.append(f"nvidia-driver\tunknown: {source}")
-    nccl = nccl_in_logs(logs)
     lines += [f"nccl\t{version} (reported in {name})" for version, name in nccl] or [
         "nccl\tnot reported by any collected log (NCCL prints its version with NCCL_DEBUG=INFO)"]
     return "\n".join(lines) + "\n", why
