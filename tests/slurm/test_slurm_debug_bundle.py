@@ -27,7 +27,9 @@ def test_the_bundle_of_a_failed_two_node_job(tmp_path: Path, mlhome: Path) -> No
     recipe = write(tmp_path / "fail.yaml", """
         resources: {nnodes: 2}
         process:
-          command: ['echo "node $PET_NODE_RANK on $HOSTNAME"; if [ "$PET_NODE_RANK" = 1 ]; then exit 7; fi']
+          command: ['echo "node $PET_NODE_RANK on $HOSTNAME"; d="$(dirname "$MLRECIPE_METRICS_FILE")";
+                     if [ "$PET_NODE_RANK" = 1 ]; then for i in $(seq 300); do
+                     grep -q "node 0 on" "$d/node-0.log" && break; sleep 0.1; done; exit 7; fi; sleep 60']
         """)
     ran = cli(mlhome, "install", "sbroken", "data-prep/data-process", "-f", str(recipe), "-b", "slurm", timeout=120)
     assert ran.returncode == 1, ran.stdout + ran.stderr
