@@ -359,6 +359,17 @@ variable "s3_force_destroy" {
 ################################################################################
 
 
+variable "training_api" {
+  description = "Kubeflow training API to install: v1 (training operator, PyTorchJob; infra/kustomize/training-operator) or v2 (Kubeflow Trainer v2.3.0, TrainJob, with JobSet; infra/kustomize/trainer-v2). mlrecipe's training_api: auto renders what the cluster serves."
+  type        = string
+  default     = "v1"
+
+  validation {
+    condition     = contains(["v1", "v2"], var.training_api)
+    error_message = "training_api must be \"v1\" (training operator) or \"v2\" (Kubeflow Trainer v2)."
+  }
+}
+
 variable "mpi_operator_version" {
   description = "MPI operator release (git tag) for MPIJob kubeflow.org/v2beta1."
   type        = string
