@@ -8,6 +8,7 @@ recipe is the one measured in ENVIRONMENT.md (root, no systemd, proctrack/linuxp
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import socket
@@ -22,6 +23,8 @@ NODE_PORTS = (17001, 17002)
 NODES = ("n1", "n2")
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scontrol", "scancel")
+LOCK_PATH = Path("/tmp/mlrecipe-slurm-tests.lock")
+LOCK_WAIT = 1800.0
 
 
 class ClusterError(RuntimeError):
@@ -86,6 +89,7 @@ class Cluster:
     conf: Path
     started: list[subprocess.Popen[bytes]] = field(default_factory=list)
     munged: subprocess.Popen[bytes] | None = None
+    lock_fd: int | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -115,6 +119,44 @@ class Cluster:
         if self.munged is not None:
             _terminate(self.munged)
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # releases the flock (our own open file description)
+            self.lock_fd = None
+
+
+def _inherited_lock_fd() -> int | None:
+    """An fd on LOCK_PATH inherited from a parent (``flock LOCK_PATH pytest ...``), if any."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/self/fd/{name}") == str(LOCK_PATH):
+                    return int(name)
+    return None
+
+
+def _take_lock(timeout: float = LOCK_WAIT) -> int | None:
+    """Hold an exclusive flock on LOCK_PATH; return the fd to close on stop (None: a parent holds it).
+
+    Under ``flock LOCK_PATH pytest ...`` the parent's lock arrives as an inherited fd: locking that
+    same open file description succeeds at once and stays the parent's to release. Otherwise the
+    lock is taken on a new descriptor, waiting (polling, at most ``timeout``) for whoever holds it.
+    """
+    inherited = _inherited_lock_fd()
+    if inherited is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(inherited, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return None
+    fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise ClusterError(f"another test Slurm cluster held {LOCK_PATH} for {timeout:.0f}s") from None
+            time.sleep(0.5)
 
 
 def _terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
@@ -146,12 +188,28 @@ def _port_free(port: int) -> bool:
 
 
 def start_cluster(timeout: float = 60.0) -> Cluster:
-    """Start munged (if not already running), slurmctld and two slurmd; wait until both nodes are idle."""
+    """Start munged (if not already running), slurmctld and two slurmd; wait until both nodes are idle.
+
+    The cluster listens on fixed ports, so two test processes on one machine must never run it at
+    once: for its whole lifetime it holds an exclusive ``fcntl.flock`` on LOCK_PATH
+    (/tmp/mlrecipe-slurm-tests.lock), taken before anything starts (waiting for another holder) and
+    released by ``Cluster.stop``. A lock inherited from ``flock LOCK_PATH pytest ...`` counts as held.
+    """
     if os.geteuid() != 0:
         raise ClusterError("the test Slurm cluster needs root (slurmd runs as root here)")
     missing = missing_tools()
     if missing:
         raise ClusterError(f"missing {', '.join(missing)}: apt-get install slurm-wlm munge (make system-deps)")
+    lock_fd = _take_lock()
+    try:
+        return _start_locked(timeout, lock_fd)
+    except BaseException:
+        if lock_fd is not None:
+            os.close(lock_fd)
+        raise
+
+
+def _start_locked(timeout: float, lock_fd: int | None) -> Cluster:
     busy = [p for p in (CTLD_PORT, *NODE_PORTS) if not _port_free(p)]
     if busy:
         raise ClusterError(f"ports {busy} are in use (another test cluster running?)")
@@ -180,6 +238,7 @@ def start_cluster(timeout: float = 60.0) -> Cluster:
     except BaseException:
         cluster.stop()
         raise
+    cluster.lock_fd = lock_fd
     return cluster
 
 
