@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 def validate(file: Path, chart: str | None, out: str, backend: str | None = None,
              opts: list[str] | None = None) -> ExitCode:
     """Validate a pipeline (and the recipes it names) or a recipe for ``chart``; with a backend, plan it too."""
+    from mlrecipe.cli import lifecycle
+
+    lifecycle.skip_pydantic_plugins()
     from mlrecipe.spec.load import is_pipeline_file, load_pipeline, load_step_release
 
     try:
