@@ -169,15 +169,16 @@ def _failed_expression(step: StepSpec, values: dict[str, Any], ctx: ReleaseConte
     """When Helm failed while executing: the recipe's value whose expression fails on its own (the charts pass the
     command block's env and ``mpirun``'s env and args through ``tpl``), at its file and line; ``None`` when none
     does. Credentials are left out: their expressions are checked where they are rendered, naming no value."""
-    from mlrecipe.credentials import is_secret_name
+    from mlrecipe.credentials import is_secret
     from mlrecipe.errors import TemplateError
     from mlrecipe.helm.tpl import expand_templates
 
     mpirun = step.recipe.mpirun
     located = [(f"{step.chart.block}.env[{i}].value", e.value) for i, e in enumerate(step.block.env)
-               if not is_secret_name(e.name)]
+               if not is_secret(e.name, e.value)]
     if mpirun is not None:
-        located += [(f"mpirun.env[{i}].value", e.value) for i, e in enumerate(mpirun.env) if not is_secret_name(e.name)]
+        located += [(f"mpirun.env[{i}].value", e.value) for i, e in enumerate(mpirun.env)
+                    if not is_secret(e.name, e.value)]
         located += [(f"mpirun.args[{i}]", a) for i, a in enumerate(mpirun.args)]
     templated = [(path, text) for path, text in located if "{{" in text]
     if not templated:
