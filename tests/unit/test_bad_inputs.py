@@ -21,6 +21,8 @@ train:
 
 # (name, recipe text, chart, expected substring, expected line or None)
 RECIPE_CASES = [
+    ("pvc-name-a-path", GOOD_TRAIN + "pvc:\n  - name: ../../etc\n    mount_path: /fsx\n",
+     "training/pytorchjob-distributed", "pvc[0].name: String should match pattern", 7),
     ("yaml-syntax", "resources:\n  nnodes: [1,\n", "training/pytorchjob-distributed", "YAML syntax error", None),
     ("unknown-top-key", GOOD_TRAIN + "imagee: x\n", "training/pytorchjob-distributed",
      "unknown key 'imagee' (did you mean 'image'?)", 6),

@@ -150,8 +150,9 @@ class Pvc(Model):
     """A PersistentVolumeClaim mounted in every node."""
 
     name: str = Field(
-        min_length=1,
-        description="Claim name (pv-fsx, pv-efs); locally and on Slurm the directory of the volume of that name.",
+        min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="Claim name (pv-fsx, pv-efs): a Kubernetes object name (lowercase letters, digits, '-' and '.'); "
+        "locally and on Slurm the directory of the volume of that name, so never a path.",
     )
     mount_path: str = Field(pattern=r"^/", description="Absolute mount path in every node (/fsx, /efs).")
 
