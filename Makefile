@@ -36,7 +36,7 @@ TRITON_STAMP := $(TRITON_VENV)/.installed
 KFP_VENV ?= .venv-kfp
 KFP_STAMP := $(KFP_VENV)/.installed
 
-.PHONY: help envs venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden docs scripts clean
+.PHONY: help envs venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden docs scripts clean kubelet-scenarios
 
 help:
 	@echo "make demo        create the environment and run examples/quickstart locally"
@@ -51,6 +51,7 @@ help:
 	@echo "make kfp-env     create .venv-kfp (mlrecipe[kfp]) for mlrecipe compile kfp and its tests"
 	@echo "make bench-serving  serving throughput/latency: mlrecipe.serve vs vllm serve vs a naive engine"
 	@echo "make golden      refresh golden files (review the diff)"
+	@echo "make kubelet-scenarios  every covered chart's ci scenario and the vLLM server through tests/kubelet (root)"
 	@echo "make scripts     regenerate the charts' framework-script trees from src/mlrecipe_scripts"
 	@echo "make docs        regenerate docs/reference/ (CLI and backend options) from the code"
 
@@ -196,6 +197,11 @@ bench: venv
 
 bench-serving: venv serve-env
 	$(BIN)/python benchmarks/bench_serving.py --serve-env $(SERVE_VENV)
+
+# Every ci/ scenario of the charts whose kinds tests/kubelet covers, with tiny CPU stand-ins, and the vLLM server,
+# run as the kubelet and the operators would (as root); `make test` runs one scenario per kind (tests/kubelet_runs).
+kubelet-scenarios: venv serve-env system-deps
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/kubelet_runs/more_scenarios.py
 
 golden: venv
 	$(BIN)/python -m pytest -q tests -k golden --update-golden

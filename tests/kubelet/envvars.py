@@ -75,9 +75,9 @@ def container_env(container: dict[str, Any], pod: dict[str, Any], store: Store, 
                 if ref.get("optional"):
                     continue
                 raise ContainerConfigError(str(exc)) from None
-            for key, value in data.items():
+            for key, raw in data.items():
                 if _ENV_NAME.match(prefix + key):
-                    env[prefix + key] = value.decode(errors="replace")
+                    env[prefix + key] = raw.decode(errors="replace")
     for entry in container.get("env") or []:
         name = entry["name"]
         if "valueFrom" not in entry:

@@ -42,7 +42,8 @@ RECIPES = {
             - name: OUT
               value: "/fsx/{{ .Release.Name }}/out"
           command: [bash, -c]
-          args: ['"mkdir -p $OUT && hostname > $OUT/shard-$PET_NODE_RANK && echo node $PET_NODE_RANK of $PET_NNODES on $(hostname)"']
+          args: ['"mkdir -p $OUT && hostname > $OUT/shard-$PET_NODE_RANK', '&& echo node $PET_NODE_RANK of $PET_NNODES',
+                 'on $(hostname)"']
         """),
     "pytorchjob": ("training/pytorchjob-distributed", """\
         image: 'nvcr.io/nvidia/pytorch:24.10-py3'
@@ -52,7 +53,9 @@ RECIPES = {
           nnodes: 2
           nproc_per_node: 1
         pre_script:
-          - export DISTRIBUTED_ARGS="--nnodes $PET_NNODES --nproc_per_node $PET_NPROC_PER_NODE --node_rank $PET_NODE_RANK --master_addr $PET_MASTER_ADDR --master_port $PET_MASTER_PORT"
+          - >-
+            export DISTRIBUTED_ARGS="--nnodes $PET_NNODES --nproc_per_node $PET_NPROC_PER_NODE
+            --node_rank $PET_NODE_RANK --master_addr $PET_MASTER_ADDR --master_port $PET_MASTER_PORT"
           - echo "DISTRIBUTED_ARGS=$DISTRIBUTED_ARGS"
         train:
           env:
