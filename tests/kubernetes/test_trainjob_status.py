@@ -35,9 +35,9 @@ class ServingCrds(FakeCluster):
         super().__init__(kwargs.pop("workload", lambda: None), kwargs.pop("pods", list), **kwargs)
         self.crds = crds
 
-    def served_crds(self, names: tuple[str, ...]) -> set[str]:
-        self.calls.append(("crds", ",".join(names)))
-        return self.crds & set(names)
+    def served_crds(self, crds: dict[str, str]) -> set[str]:
+        self.calls.append(("crds", ",".join(crds)))
+        return self.crds & set(crds)
 
 
 def _runner(**options: Any) -> ReleaseRunner:
@@ -66,7 +66,7 @@ def test_a_v2_step_follows_its_jobset_pods(mlhome: Path) -> None:
     running = backend.submit(backend.plan(step, ctx), ctx)
     assert running.handle.kind == "TrainJob" and running.handle.name == "trainjob-raw-ddp"
     assert running.handle.selector == "jobset.sigs.k8s.io/jobset-name=trainjob-raw-ddp"
-    assert ("crds", ",".join(training_api.API_OF_CRD)) not in fake.calls, "an explicit v2 asks nothing"
+    assert ("crds", ",".join(training_api.CRD_VERSION)) not in fake.calls, "an explicit v2 asks nothing"
     assert running.poll() is None
     assert backend.log_path(ctx, step.name, 1).read_text() == "log of trainjob-raw-ddp-node-0-1-x1k2p\n"
     state["job"] = load("trainjob-failed")
@@ -90,7 +90,7 @@ def test_auto_asks_the_cluster_once(crds: set[str], api: str, mlhome: Path) -> N
     runner.backend.plan(runner.spec.steps[0], runner.context)
     assert plan.workload() is not None
     assert plan.workload()["kind"] == ("TrainJob" if api == "v2" else "PyTorchJob")
-    assert [c for c in fake.calls if c[0] == "crds"] == [("crds", ",".join(training_api.API_OF_CRD))]
+    assert [c for c in fake.calls if c[0] == "crds"] == [("crds", ",".join(training_api.CRD_VERSION))]
 
 
 def test_auto_without_a_cluster_is_v1(mlhome: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,7 +58,7 @@ class KubernetesBackend(CollectsDebugRecords, Backend[KubernetesPlan, Kubernetes
             served = None
             if self.options.training_api == "auto":
                 try:
-                    crds = self.client().served_crds(tuple(training_api.API_OF_CRD))
+                    crds = self.client().served_crds(training_api.CRD_VERSION)
                     served = training_api.served_apis(crds)
                 except (ClusterError, TransientBackendError):
                     served = None

@@ -141,20 +141,24 @@ class KubeClient:
             if exc.status != 404:
                 raise
 
-    def served_crds(self, names: tuple[str, ...]) -> set[str]:
-        """Which of the CustomResourceDefinitions ``names`` the cluster has (read one by one: a 404 is absent)."""
+    def served_crds(self, crds: dict[str, str]) -> set[str]:
+        """Which of ``crds`` (CRD name ``<plural>.<group>`` -> version) the cluster serves, from API discovery
+        (``GET /apis/<group>/<version>``, which every authenticated user may read, unlike the CRDs themselves)."""
         from kubernetes import client
 
-        api = client.ApiextensionsV1Api(self.api)
+        api = client.CustomObjectsApi(self.api)
         found = set()
-        for name in names:
+        for name, version in crds.items():
+            plural, group = name.split(".", 1)
             try:
-                self._call(f"reading CRD {name}", api.read_custom_resource_definition, name, _request_timeout=10)
+                listing = self._call(f"discovering {group}/{version}", api.get_api_resources, group, version,
+                                     _request_timeout=10)
             except ClusterError as exc:
                 if exc.status != 404:
                     raise
                 continue
-            found.add(name)
+            if any(r.name == plural for r in listing.resources or []):
+                found.add(name)
         return found
 
     def get_object(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:

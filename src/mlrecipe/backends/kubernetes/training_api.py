@@ -2,8 +2,8 @@
 operator) or ``v2`` (``TrainJob``, trainer.kubeflow.org/v1alpha1, Kubeflow Trainer v2 on a
 ``ClusterTrainingRuntime``).
 
-``training_api: auto`` (the default) asks the cluster for the two CRDs: v2 when it serves ``TrainJob`` and not
-``PyTorchJob``, else v1. Without a cluster (``template``, a dry run with no kubeconfig) auto is v1.
+``training_api: auto`` (the default) asks the cluster's API discovery for the two kinds: v2 when it serves
+``TrainJob`` and not ``PyTorchJob``, else v1. Without a cluster (``template``, a dry run with no kubeconfig) auto is v1.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
 PYTORCHJOB_CRD = "pytorchjobs.kubeflow.org"
 #: CRD -> the training API it serves.
 API_OF_CRD = {PYTORCHJOB_CRD: "v1", TRAINJOB_CRD: "v2"}
+#: CRD -> the version the charts render.
+CRD_VERSION = {PYTORCHJOB_CRD: "v1", TRAINJOB_CRD: "v1alpha1"}
 #: Charts that render a TrainJob under v2.
 V2_CHARTS = frozenset({"training/pytorchjob-distributed", "training/pytorchjob-elastic"})
 #: Charts with no Trainer v2 equivalent today, and the operator they stay on.
