@@ -20,11 +20,11 @@ CRD_VERSION = {PYTORCHJOB_CRD: "v1", TRAINJOB_CRD: "v1alpha1"}
 V2_CHARTS = frozenset({"training/pytorchjob-distributed", "training/pytorchjob-elastic"})
 #: Charts with no Trainer v2 equivalent today, and the operator they stay on.
 STAYS_ON = {
-    "training/mpijob": "MPIJob (MPI operator)",
-    "training/mpijob-horovod-tensorflow-gpu": "MPIJob with Horovod (MPI operator)",
-    "data-prep/mpijob-data-process": "MPIJob (MPI operator)",
-    "training/raytrain": "RayJob (KubeRay)",
-    "data-prep/ray-data-process": "RayJob (KubeRay)",
+    "training/mpijob": "the MPI operator (MPIJob)",
+    "training/mpijob-horovod-tensorflow-gpu": "the MPI operator (MPIJob with Horovod)",
+    "data-prep/mpijob-data-process": "the MPI operator (MPIJob)",
+    "training/raytrain": "KubeRay (RayJob)",
+    "data-prep/ray-data-process": "KubeRay (RayJob)",
 }
 
 
@@ -48,7 +48,7 @@ def apply(values: dict[str, Any], chart: str, api: str, runtime: str) -> tuple[d
         return values, []
     if chart not in V2_CHARTS:
         stays = STAYS_ON.get(chart)
-        note = (f"training_api v2: {chart} has no Kubeflow Trainer v2 equivalent; it stays a {stays}"
+        note = (f"training_api v2: {chart} has no Kubeflow Trainer v2 equivalent; it stays on {stays}"
                 if stays else "")
         return values, [note] if note else []
     lib = dict(values.get("mlrecipe-lib") or {})
