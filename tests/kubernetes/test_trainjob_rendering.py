@@ -173,3 +173,15 @@ def test_trainjob_golden(case: str, mlhome: Path, update_golden: bool) -> None:
     text = SCRIPT_BLOB.sub(lambda m: f"{m.group(1)}{m.group(2)}: <a script of the chart's scripts/>", text)
     check_golden(GOLDEN / f"{case}.yaml", text, update_golden)
     assert [o for o in yaml.safe_load_all(runner.materialize()) if o and o["kind"] == "TrainJob"]
+
+
+@pytest.mark.parametrize("chart", V2_CHARTS)
+def test_a_recipe_setting_a_variable_trainer_sets_is_refused_under_v2(chart: str) -> None:
+    from mlrecipe.helm import render_chart
+    from mlrecipe.helm.render import ChartRenderError, charts_root
+
+    values = {"image": "img:1", "train": {"command": ["python3", "train.py"],
+                                          "env": [{"name": "PET_MASTER_PORT", "value": "1234"}]}}
+    assert render_chart(charts_root() / chart, values, "r", "ns"), "v1 renders it"
+    with pytest.raises(ChartRenderError, match=r"train\.env sets PET_MASTER_PORT: with training_api v2"):
+        render_chart(charts_root() / chart, {**values, "mlrecipe-lib": {"training_api": "v2"}}, "r", "ns")

@@ -11,7 +11,8 @@ mlrecipe.podSpec, as for the PyTorchJob, and split where Trainer v2.3.0 takes ea
     metadata: the pod labels and annotations; spec: nodeSelector, tolerations, volumes, and the volumeMounts
     of the runtime's container "node"
 Trainer's torch plugin sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT
-itself (names it refuses in trainer.env), as the training operator does for a PyTorchJob.
+itself (names it refuses in trainer.env: a recipe env that sets one fails the render), as the training operator
+does for a PyTorchJob.
 A runtime patch cannot add init containers: a tree chart's framework scripts are a ConfigMap volume whose
 items put each key at its path (read-only) instead of the init container's writable copy.
 Usage: include "mlrecipe.trainjob" (dict "ctx" $ "extraEnv" <list of EnvVar maps>)
@@ -29,6 +30,11 @@ Usage: include "mlrecipe.trainjob" (dict "ctx" $ "extraEnv" <list of EnvVar maps
 {{- $meta := include "mlrecipe.podMeta" (dict "ctx" $ctx "labels" (dict "mlrecipe.io/role" "node")) | fromYaml -}}
 {{- $c := index $pod.containers 0 -}}
 {{- $nproc := ($v.resources | default dict).nproc_per_node -}}
+{{- range $c.env }}
+{{- if has .name (list "PET_NNODES" "PET_NPROC_PER_NODE" "PET_NODE_RANK" "PET_MASTER_ADDR" "PET_MASTER_PORT") }}
+{{- fail (printf "train.env sets %s: with training_api v2, Kubeflow Trainer sets it on every node and refuses a TrainJob whose env sets it (use resources.nnodes / nproc_per_node, or training_api v1)" .name) }}
+{{- end }}
+{{- end }}
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
