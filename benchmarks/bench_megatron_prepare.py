@@ -1,5 +1,24 @@
 """Preprocessing throughput of ``framework: megatron``'s ``data/prepare.py``: 1 vs 2 ranks, and vs megatron-core.
 
+``--mode large-file`` (the default; issue 39): ONE generated ``.jsonl`` of ``--megabytes`` MB (Pile-shaped lines
+from :mod:`~mlrecipe_scripts.megatron.data.sample_corpus`, dealt over and over) and a GPT-2-like byte-level BPE
+tokenizer trained here (``--vocab-size``, default 50,257 as GPT-2's; what the corpus allows), ``--append-eod``,
+``--workers 1`` per rank, only the preprocess stage; each configuration ``--repeats`` times, rotating, medians:
+
+* ``single-process path``: 1 rank, the file whole (``--split-size`` above its size);
+* ``1 rank, ranges`` / ``2 ranks, ranges``: the file cut into ``--range-mb`` MB byte ranges (the 2 ranks as
+  processes with ``OMPI_COMM_WORLD_RANK``/``SIZE`` set by hand), merged in parallel into one ``.bin/.idx``;
+* ``megatron-core loop``: the loop a user would write around megatron-core's ``IndexedDatasetBuilder`` (its
+  ``tools/preprocess_data.py`` is not in the wheel) over the same file in one process, imports excluded.
+
+Printed per configuration: wall seconds (start-up and the manifest included for the script), MB/s and documents/s,
+both also per worker (per rank x worker), the busiest rank's peak RSS (``ru_maxrss`` of ``wait4``); then the
+speed-up of 2 ranks over the single-process path and over 1 rank with ranges (target >= 1.8x on 2 cores), and the
+single-process path over the megatron-core loop (target >= 1.0x). Bounded memory (issue 39 point 2): the
+single-process path and the 2 ranks also run on a file a quarter of the size, and both peak RSS are printed with
+their difference (target < 20 %, and < 1 GiB). The bytes of every run's ``.bin/.idx`` are compared.
+
+``--mode shards`` (issue 27):
 Data: Pile-shaped ``.jsonl.zst`` shards and a byte-level BPE tokenizer made here by
 :mod:`mlrecipe_scripts.megatron.data.sample_corpus` (Python's own docs, ``--repeat`` times over), placed in each
 run's data dir beforehand, so only the ``preprocess`` stage runs (streamed ``.zst`` -> JSON -> tokens -> ``.bin/.idx``,
@@ -21,7 +40,8 @@ run's data dir beforehand, so only the ``preprocess`` stage runs (streamed ``.zs
   which other load on a shared machine barely moves). Target: script / loop >= 1.0x.
 
 Each configuration runs ``--repeats`` times in rotating order; the medians are printed (figures go nowhere else).
-Usage: ``python benchmarks/bench_megatron_prepare.py [--shards 4] [--repeat 6] [--repeats 3]``.
+Usage: ``python benchmarks/bench_megatron_prepare.py [--megabytes 64] [--range-mb 8] [--repeats 1]`` or
+``... --mode shards [--shards 4] [--repeat 6] [--repeats 3]``.
 """
 
 from __future__ import annotations
@@ -158,6 +178,124 @@ def run_loops_at_once(work: Path, shards: list[Path], tokenizer: Path, processes
             sum(f["tokens"] for f in figures))
 
 
+def write_large_file(path: Path, megabytes: float) -> tuple[int, int]:
+    """One ``.jsonl`` of about ``megabytes`` MB: the sample corpus's documents as ``{"text": ...}`` lines, dealt over
+    and over, streamed to disk; (bytes, documents)."""
+    lines = [json.dumps({"text": text, "meta": {"pile_set_name": name}}).encode() + b"\n"
+             for name, text in sample_corpus.documents()]
+    target, written, documents = int(megabytes * 1e6), 0, 0
+    with path.open("wb") as out:
+        while written < target:
+            for line in lines:
+                out.write(line)
+                written += len(line)
+                documents += 1
+                if written >= target:
+                    break
+    return written, documents
+
+
+def run_large(work: Path, source: Path, tokenizer: Path, ranks: int, split: str) -> dict[str, float]:
+    """``ranks`` ranks on the one file ``00.jsonl`` (``split``: the ``--split-size``); wall, busiest rank's peak RSS
+    (bytes) and CPU seconds, documents, and the sha256 of the outputs."""
+    data = work / f"data-{ranks}-{split}"
+    shutil.rmtree(data, ignore_errors=True)
+    data.mkdir(parents=True)
+    os.link(source, data / "00.jsonl") if source.stat().st_dev == data.stat().st_dev else \
+        shutil.copyfile(source, data / "00.jsonl")
+    args = [sys.executable, str(PREPARE), "--file-numbers", "0", "--data-dir", str(data), "--tokenizer-dir",
+            str(tokenizer), "--append-eod", "--stages", "preprocess", "--shard-suffix", ".jsonl", "--split-size", split]
+    run = f"bench-{time.monotonic_ns()}"
+    logs = [work / f"rank-{rank}.log" for rank in range(ranks)]
+    start = time.perf_counter()
+    procs = [subprocess.Popen(args, env=_env(rank, ranks, run), stdout=subprocess.DEVNULL, stderr=log.open("w"))
+             for rank, log in zip(range(ranks), logs, strict=True)]
+    rss, cpu = [], []
+    for proc, log in zip(procs, logs, strict=True):
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            raise SystemExit(f"prepare.py failed: {log.read_text()[-2000:]}")
+        rss.append(usage.ru_maxrss * 1024)
+        cpu.append(usage.ru_utime + usage.ru_stime)
+    wall = time.perf_counter() - start
+    manifest = json.loads((data / "manifest.json").read_text())
+    [entry] = manifest["prefixes"]
+    digest = entry["bin"]["sha256"] + entry["idx"]["sha256"]
+    shutil.rmtree(data, ignore_errors=True)
+    return {"seconds": wall, "rss": max(rss), "cpu": max(cpu), "documents": manifest["documents"], "digest": digest}
+
+
+def run_large_loop(source: Path, tokenizer: Path, work: Path) -> dict[str, float]:
+    """The megatron-core loop over the plain ``.jsonl`` in this process (imports done before)."""
+    import numpy as np
+    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer / "tokenizer.json"))
+    eod = tok.token_to_id("<|endoftext|>")
+    dtype = DType.optimal_dtype(tok.get_vocab_size())
+    documents = 0
+    start = time.perf_counter()
+    builder = IndexedDatasetBuilder(str(work / "loop.bin"), dtype=dtype)
+    with source.open("rb") as stream:
+        for line in stream:
+            ids = [*tok.encode(json.loads(line)["text"], add_special_tokens=False).ids, eod]
+            builder.add_document(np.array(ids, dtype=dtype), [len(ids)])
+            documents += 1
+    builder.finalize(str(work / "loop.idx"))
+    from mlrecipe_scripts.megatron.data.fetch import sha256_file
+
+    digest = sha256_file(work / "loop.bin") + sha256_file(work / "loop.idx")
+    return {"seconds": time.perf_counter() - start, "rss": 0.0, "cpu": 0.0, "documents": documents, "digest": digest}
+
+
+def large_file(args: argparse.Namespace, work: Path) -> int:
+    """``--mode large-file`` (the module docstring)."""
+    import megatron.core.datasets.indexed_dataset  # noqa: F401  (imported once, outside every timing)
+
+    big, small = work / "big.jsonl", work / "small.jsonl"
+    size, docs = write_large_file(big, args.megabytes)
+    small_size, _ = write_large_file(small, args.megabytes / 4)
+    tokenizer = sample_corpus.train_tokenizer(work / "tokenizer", args.vocab_size)
+    vocab = json.loads((tokenizer / "tokenizer.json").read_text())["model"]["vocab"]
+    whole, ranged = str(10 * size), f"{max(1, int(args.range_mb * 1e6))}"
+    configs = {"single-process path": (1, whole), "1 rank, ranges": (1, ranged), "2 ranks, ranges": (2, ranged),
+               "megatron-core loop": (0, "")}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
+    names = list(configs)
+    for round_ in range(args.repeats):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            ranks, split = configs[name]
+            figures = run_large_loop(big, tokenizer, work) if ranks == 0 else run_large(work, big, tokenizer,
+                                                                                         ranks, split)
+            results[name].append(figures)
+    digests = {r["digest"] for runs in results.values() for r in runs}
+    assert len(digests) == 1, "the runs wrote different .bin/.idx bytes"
+    print(f"one file of {size / 1e6:.1f} MB, {docs} documents; tokenizer: byte-level BPE, {len(vocab)} tokens; "
+          f"ranges of {args.range_mb} MB; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median of "
+          f"{args.repeats} run(s); every run's .bin/.idx identical")
+    median = {name: statistics.median(r["seconds"] for r in runs) for name, runs in results.items()}
+    for name, (ranks, _) in configs.items():
+        workers = max(ranks, 1)
+        seconds = median[name]
+        rss = max(r["rss"] for r in results[name])
+        print(f"  {name:20s} {seconds:7.2f} s  {size / 1e6 / seconds:6.2f} MB/s ({size / 1e6 / seconds / workers:5.2f} "
+              f"per worker)  {docs / seconds:7.0f} documents/s ({docs / seconds / workers:6.0f} per worker)"
+              + (f"  peak RSS {rss / 2**20:6.1f} MiB" if rss else ""))
+    print(f"2 ranks / single-process path: {median['single-process path'] / median['2 ranks, ranges']:.2f}x; "
+          f"2 ranks / 1 rank with ranges: {median['1 rank, ranges'] / median['2 ranks, ranges']:.2f}x  "
+          f"(target >= 1.8x on 2 cores)")
+    print(f"single-process path / megatron-core loop: "
+          f"{median['megatron-core loop'] / median['single-process path']:.2f}x  (target >= 1.0x per worker)")
+    for name, ranks, split in (("single-process path", 1, str(10 * small_size)), ("2 ranks, ranges", 2, ranged)):
+        low = run_large(work, small, tokenizer, ranks, split)["rss"]
+        high = max(r["rss"] for r in results[name])
+        print(f"peak RSS, {name}: {low / 2**20:.1f} MiB on {small_size / 1e6:.1f} MB, {high / 2**20:.1f} MiB on "
+              f"{size / 1e6:.1f} MB: {abs(high - low) / low:.1%} apart  (target < 20 %, < 1 GiB)")
+    return 0
+
+
 def main() -> int:
     if sys.argv[1:2] == ["--loop-child"]:
         out, tokenizer, *shard_paths = sys.argv[2:]
@@ -165,6 +303,10 @@ def main() -> int:
         _loop_child(Path(out), [Path(s) for s in shard_paths], Path(tokenizer))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--mode", choices=("large-file", "shards"), default="large-file")
+    parser.add_argument("--megabytes", type=float, default=64.0, help="large-file: the file's size in MB")
+    parser.add_argument("--range-mb", type=float, default=8.0, help="large-file: the byte ranges' size in MB")
+    parser.add_argument("--vocab-size", type=int, default=50257, help="large-file: the BPE tokenizer's target size")
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=6, help="the sample corpus dealt this many times over")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
@@ -172,6 +314,11 @@ def main() -> int:
                         help="only 1 vs 2 ranks and the machine's ceiling (more rounds in the same time)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-megatron-"))
+    if args.mode == "large-file":
+        try:
+            return large_file(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     try:
         shards = sample_corpus.write_shards(work / "mirror", args.shards, args.repeat)
         tokenizer = sample_corpus.train_tokenizer(work / "tokenizer")

@@ -126,3 +126,12 @@ def make_corpus(folder: Path, shards: int = 4, repeat: int = 1) -> Corpus:
     sample_corpus.write_shards(folder / "mirror", shards, repeat)
     sample_corpus.train_tokenizer(folder / "tokenizer")
     return Corpus(folder / "mirror", folder / "tokenizer")
+
+
+def stage_shards(corpus: Corpus, data: Path, numbers: tuple[int, ...]) -> None:
+    """Place the corpus's ``NN.jsonl.zst`` in ``data`` as a finished download stage would (no server needed)."""
+    import shutil
+
+    data.mkdir(parents=True, exist_ok=True)
+    for number in numbers:
+        shutil.copyfile(corpus.shards / f"{number:02d}.jsonl.zst", data / f"{number:02d}.jsonl.zst")

@@ -15,6 +15,8 @@ Both writers give the same bytes for the same tokens.
 
 from __future__ import annotations
 
+import array
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,36 +46,84 @@ class DocumentWriter(Protocol):
 
 
 class IndexedWriter:
-    """This project's writer of the format above (no torch, no megatron-core)."""
+    """This project's writer of the format above (no torch, no megatron-core).
+
+    Tokens go to the ``.bin`` as they come; only the sequence lengths are kept (4 bytes per document), and the
+    ``.idx`` is written from them in blocks (``BLOCK`` documents at a time)."""
 
     name = "mlrecipe"
 
     def __init__(self, bin_path: Path, dtype: np.dtype[Any]) -> None:
         self.dtype = np.dtype(dtype)
         self._data: BinaryIO = bin_path.open("wb")
-        self._lengths: list[int] = []
+        self._lengths = array.array("i")
 
     def add_document(self, ids: np.ndarray) -> None:
-        array = np.asarray(ids, dtype=self.dtype)
-        self._data.write(array.tobytes(order="C"))
-        self._lengths.append(int(array.size))
+        array_ = np.asarray(ids, dtype=self.dtype)
+        self._data.write(array_.tobytes(order="C"))
+        self._lengths.append(int(array_.size))
 
     def finalize(self, idx_path: Path) -> None:
         self._data.close()
-        lengths = np.array(self._lengths, dtype=np.int32)
-        pointers = np.zeros(len(lengths), dtype=np.int64)
-        if len(lengths) > 1:
-            np.cumsum(lengths[:-1].astype(np.int64) * self.dtype.itemsize, out=pointers[1:])
-        documents = np.arange(len(lengths) + 1, dtype=np.int64)
+        lengths = np.frombuffer(self._lengths, dtype=np.int32) if self._lengths else np.empty(0, np.int32)
+        count = len(lengths)
         with idx_path.open("wb") as out:
-            out.write(MAGIC)
-            out.write(struct.pack("<Q", VERSION))
-            out.write(struct.pack("<B", DTYPE_CODES[self.dtype.name]))
-            out.write(struct.pack("<Q", len(lengths)))
-            out.write(struct.pack("<Q", len(documents)))
+            out.write(index_header(self.dtype, count))
             out.write(lengths.tobytes(order="C"))
-            out.write(pointers.tobytes(order="C"))
-            out.write(documents.tobytes(order="C"))
+            base = 0
+            for start in range(0, count, BLOCK):
+                pointers, base = block_pointers(lengths[start:start + BLOCK], base, self.dtype.itemsize)
+                out.write(pointers.tobytes(order="C"))
+            for start in range(0, count + 1, BLOCK):
+                out.write(np.arange(start, min(start + BLOCK, count + 1), dtype=np.int64).tobytes(order="C"))
+
+
+BLOCK = 1 << 20
+HEADER_BYTES = len(MAGIC) + struct.calcsize("<QBQQ")
+
+
+def index_header(dtype: np.dtype[Any], sequences: int) -> bytes:
+    """The ``.idx`` header of ``sequences`` one-sequence documents."""
+    return MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[np.dtype(dtype).name], sequences, sequences + 1)
+
+
+def index_bytes(sequences: int) -> int:
+    """The size of the ``.idx`` of ``sequences`` one-sequence documents."""
+    return HEADER_BYTES + 4 * sequences + 8 * sequences + 8 * (sequences + 1)
+
+
+def block_pointers(lengths: np.ndarray, base: int, itemsize: int) -> tuple[np.ndarray, int]:
+    """Byte offsets of sequences of ``lengths`` that start at byte ``base``; and the offset after them."""
+    sizes = lengths.astype(np.int64) * itemsize
+    pointers = np.empty(len(sizes), dtype=np.int64)
+    if len(sizes):
+        pointers[0] = base
+        np.cumsum(sizes[:-1], out=pointers[1:])
+        pointers[1:] += base
+    return pointers, base + int(sizes.sum())
+
+
+class PartWriter:
+    """One byte range's part: tokens into ``<part>.bin``, each document's length (int32) into ``<part>.len``;
+    both streamed. The merge (:mod:`~mlrecipe_scripts.megatron.data.merge`) places them in the file's pair."""
+
+    name = "mlrecipe"
+
+    def __init__(self, bin_path: Path, len_path: Path, dtype: np.dtype[Any]) -> None:
+        self.dtype = np.dtype(dtype)
+        self._data: BinaryIO = bin_path.open("wb")
+        self._lens: BinaryIO = len_path.open("wb")
+
+    def add_document(self, ids: np.ndarray) -> None:
+        array_ = np.asarray(ids, dtype=self.dtype)
+        self._data.write(array_.tobytes(order="C"))
+        self._lens.write(struct.pack("<i", array_.size))
+
+    def finalize(self, idx_path: Path | None = None) -> None:
+        for stream in (self._data, self._lens):
+            stream.flush()
+            os.fsync(stream.fileno())
+            stream.close()
 
 
 class MegatronWriter:

@@ -115,3 +115,42 @@ def wait_for_ranks(data_dir: Path, size: int, run_id: str, fingerprint: str, tim
             missing = sorted(set(range(1, size)) - set(found))
             raise TimeoutError(f"ranks {missing} did not report within {timeout:.0f} s")
         time.sleep(min(poll, 0.02 + (time.monotonic() - started) / 20))
+
+
+class PeerFailed(Exception):
+    """Another rank reported a failure while this one waited for it (the message is that rank's error)."""
+
+
+def stage_path(data_dir: Path, rank: int, stage: str) -> Path:
+    """Where rank ``rank`` says it passed ``stage`` (``staged``: its files are in place; ``tokenized``: its ranges
+    are done)."""
+    return data_dir / STATUS_DIR / f"{stage}-{rank}.json"
+
+
+def exchange(data_dir: Path, rank: int, size: int, stage: str, run_id: str, fingerprint: str,
+             data: dict[str, Any], timeout: float, poll: float = 0.5) -> dict[int, dict[str, Any]]:
+    """Write this rank's ``stage`` report (``data`` added), then wait for every other rank's of the same run: the
+    ranks' only exchange of what each needs from the others. PeerFailed as soon as a rank reported a failure
+    instead; TimeoutError names the ranks still missing."""
+    path = stage_path(data_dir, rank, stage)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, {**data, "rank": rank, "run_id": run_id, "fingerprint": fingerprint})
+    started = time.monotonic()
+    found: dict[int, dict[str, Any]] = {}
+    while True:
+        for other in range(size):
+            if other == rank or other in found:
+                continue
+            final = read_json(status_path(data_dir, other))
+            if final and final.get("run_id") == run_id and final.get("fingerprint") == fingerprint \
+                    and not final.get("ok"):
+                raise PeerFailed(str(final.get("error")))
+            report_ = read_json(stage_path(data_dir, other, stage))
+            if report_ and report_.get("run_id") == run_id and report_.get("fingerprint") == fingerprint:
+                found[other] = report_
+        if len(found) == size - 1:
+            return found
+        if time.monotonic() - started > timeout:
+            missing = sorted(set(range(size)) - set(found) - {rank})
+            raise TimeoutError(f"ranks {missing} did not report {stage!r} within {timeout:.0f} s")
+        time.sleep(min(poll, 0.02 + (time.monotonic() - started) / 20))

@@ -17,11 +17,24 @@ does: rank ``k`` of ``size`` takes positions ``k*n // size`` up to ``(k+1)*n // 
 Each rank's tokenizer threads are its share of the node's CPUs (``ranks.tokenizer_threads``) unless
 ``TOKENIZERS_PARALLELISM`` or ``RAYON_NUM_THREADS`` is set.
 
+Large files are cut (:mod:`~mlrecipe_scripts.megatron.data.ranges`): after a rank's own files are downloaded and
+extracted, every ``.jsonl`` above ``--split-size`` bytes (default 256 MiB; every one with ``--split-within-files``)
+is cut into byte ranges at line boundaries, dealt over all ranks of all nodes; the ranks exchange which files are
+cut (``staged-R.json``), tokenize their ranges into parts, exchange the parts' sizes (their range markers, then
+``tokenized-R.json``), and each writes its parts at their offsets of the file's one ``.bin/.idx``
+(:mod:`~mlrecipe_scripts.megatron.data.merge`); rank 0 renames the pair into place once every rank reported.
+The result is byte for byte a single-process run's: one ``<prefix>_NN_text_document.bin/.idx`` per input file,
+documents in the file's order. Cut files are always written by the built-in writer (megatron-core's builder
+cannot write at an offset; its format is the same). A compressed shard read as a stream (no extract stage) is
+never cut.
+
 Done means proven: every file gets a ``<file>.done`` marker (sizes, sha256, settings) written after it is in place;
-a re-run redoes only files without a valid marker. Rank 0 copies the tokenizer files into ``<data-dir>/tokenizer/``,
+a re-run redoes only files without a valid marker, and of a cut file only the ranges without a valid range marker
+(the merge, which only places bytes, is redone). Rank 0 copies the tokenizer files into ``<data-dir>/tokenizer/``,
 waits for every rank's report in ``<data-dir>/.prepare-status/`` (ranks of one launch share the launcher's job id,
-or ``--run-id``) and writes ``<data-dir>/manifest.json`` last, only when every rank succeeded (it removes a previous
-manifest first). Any failure: one ``error: rank R: <file>: ...`` line and exit status 1; bad flags exit 2.
+or ``--run-id``) and writes ``<data-dir>/manifest.json`` last, only when every rank succeeded and every range of
+every cut file is in place (it removes a previous manifest first). Any failure: one ``error: rank R: <file>: ...``
+line and exit status 1; bad flags exit 2.
 """
 
 from __future__ import annotations
@@ -30,16 +43,20 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlrecipe_scripts.core.script_core import ScriptError, offline_defaults, run_main
-from mlrecipe_scripts.megatron.data import fetch, markers, ranks
+from mlrecipe_scripts.megatron.data import fetch, markers, merge, ranges, ranks
 from mlrecipe_scripts.megatron.data.documents import SUFFIXES, ShardFormatError, extract
 from mlrecipe_scripts.megatron.data.indexed import megatron_version, optimal_dtype
-from mlrecipe_scripts.megatron.data.preprocess import Encoding, preprocess
+from mlrecipe_scripts.megatron.data.preprocess import Encoding, preprocess, preprocess_range
 from mlrecipe_scripts.megatron.data.tokenizer import (
     Tokenizer,
     TokenizerError,
@@ -49,6 +66,21 @@ from mlrecipe_scripts.megatron.data.tokenizer import (
 )
 
 STAGES = ("download", "extract", "preprocess")
+DEFAULT_SPLIT_SIZE = 256 << 20
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """``"256M"``, ``"1G"``, ``"4096"`` -> bytes (binary units); argparse's type for ``--split-size``."""
+    value = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = value[-1:] if value[-1:] in UNITS and value[-1:] else ""
+    try:
+        number = int(value[:-1] if unit else value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (bytes, or a number with K, M, G, T)") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the size must be at least 1 byte")
+    return number * UNITS[unit]
 MANIFEST_VERSION = 1
 
 
@@ -79,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="builtin: this project's writer, byte for byte megatron-core's format, without loading "
                         "torch; megatron: megatron-core's IndexedDatasetBuilder (imports torch in every rank); auto: "
                         "megatron when it imports, else builtin")
+    parser.add_argument("--split-size", type=byte_size, default=DEFAULT_SPLIT_SIZE,
+                        help="cut every .jsonl larger than this into byte ranges spread over all ranks "
+                        "(bytes, or with K/M/G; default 256M)")
+    parser.add_argument("--split-within-files", action="store_true",
+                        help="cut every .jsonl into byte ranges, however small")
     parser.add_argument("--retries", type=int, default=2, help="retries of a download after a transient error")
     parser.add_argument("--run-id", help="id shared by the ranks of one run (default: the MPI launcher's job id)")
     parser.add_argument("--wait-timeout", type=float, default=7 * 86400.0,
@@ -91,6 +128,19 @@ class ShardFailure(Exception):
 
     def __init__(self, file: str, message: str) -> None:
         super().__init__(f"{file}: {message}")
+
+
+class PeerStopped(Exception):
+    """Another rank failed while this one waited for it."""
+
+
+@dataclass(frozen=True)
+class CutFile:
+    """An input file that is cut into byte ranges (its number, its ``.jsonl``, its size)."""
+
+    number: int
+    source: Path
+    size: int
 
 
 class Preparation:
@@ -112,6 +162,7 @@ class Preparation:
         self.checksums: dict[str, str] | None = None
         self.writer = "builtin"
         self.current = ""  #: the shard being worked on, for errors that name no file (a full disk)
+        self.plan: dict[int, list[ranges.ByteRange]] = {}  #: cut files' ranges, the same on every rank
 
     def log(self, message: str) -> None:
         print(f"[rank {self.world.rank}/{self.world.size}] {message}", flush=True)
@@ -158,14 +209,14 @@ class Preparation:
         prefix = self.data_dir / f"{self.args.output_prefix}_{name}_text_document"
         return compressed, self.data_dir / f"{name}.jsonl", prefix
 
-    def shard(self, number: int) -> None:
+    def shard(self, number: int) -> CutFile | None:
         compressed, extracted, prefix = self.paths(number)
         bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
         out_marker = prefix.with_name(prefix.name + ".done")
         if "preprocess" in self.stages and markers.done(out_marker, self.fingerprint):
             self.log(f"{prefix.name}: complete, skipped")
             self.cleanup(compressed, extracted, tokenized=True)
-            return
+            return None
         if "download" in self.stages:
             self.download(compressed)
         if "extract" in self.stages and extracted != compressed:
@@ -174,8 +225,14 @@ class Preparation:
             source = extracted if self.usable(extracted) else compressed
             if not source.is_file():
                 raise ShardFailure(compressed.name, "no input: the shard was neither downloaded nor extracted")
+            size = source.stat().st_size
+            if ranges.is_cut(source, size, self.args.split_size, self.args.split_within_files):
+                markers.forget(bin_path, idx_path)
+                out_marker.unlink(missing_ok=True)
+                return CutFile(number, source, size)
             self.tokenize(source, bin_path, idx_path, out_marker)
         self.cleanup(compressed, extracted, tokenized="preprocess" in self.stages)
+        return None
 
     def usable(self, extracted: Path) -> bool:
         if markers.done(markers.marker_path(extracted), None):
@@ -255,6 +312,115 @@ class Preparation:
         self.log(f"{source.name}: {counts.documents} documents, {counts.tokens} tokens in {seconds:.1f} s "
                  f"({counts.writer} writer) -> {bin_path.name}")
 
+    def exchange(self, stage: str, data: dict[str, Any]) -> dict[int, dict[str, Any]]:
+        try:
+            return markers.exchange(self.data_dir, self.world.rank, self.world.size, stage, self.run_id,
+                                    self.run_key, data, self.args.wait_timeout)
+        except markers.PeerFailed as exc:
+            raise PeerStopped(str(exc)) from None
+        except TimeoutError as exc:
+            raise ShardFailure(str(self.data_dir / markers.STATUS_DIR), str(exc)) from None
+
+    def cut_files(self, mine: list[CutFile]) -> None:
+        """Every rank: agree on the cut files, tokenize this rank's ranges, exchange sizes, write this rank's parts."""
+        files = {cut.number: cut.size for cut in mine}
+        found = self.exchange("staged", {"cut": [[cut.number, cut.size] for cut in mine]})
+        for data in found.values():
+            files.update({int(number): int(size) for number, size in data["cut"]})
+        self.plan = {number: ranges.cut(size, self.args.split_size, self.world.size)
+                     for number, size in sorted(files.items())}
+        if not self.plan:
+            return
+        for number, pieces in self.plan.items():
+            self.current = self.paths(number)[1].name
+            for piece in ranges.assigned(pieces, self.world.rank, self.world.size):
+                self.tokenize_range(number, files[number], piece)
+        self.current = ""
+        self.exchange("tokenized", {})
+        for number, pieces in self.plan.items():
+            self.current = self.paths(number)[1].name
+            self.merge(number, pieces)
+        self.current = ""
+
+    def range_fingerprint(self, number: int, size: int, piece: ranges.ByteRange) -> str:
+        return f"{self.fingerprint} {self.paths(number)[1].name} {size} {piece.start} {piece.end}"
+
+    def tokenize_range(self, number: int, size: int, piece: ranges.ByteRange) -> None:
+        assert self.encoding is not None and self.tok is not None
+        source, prefix = self.paths(number)[1], self.paths(number)[2]
+        part_bin, part_len, marker = ranges.part_paths(self.data_dir, prefix.name, piece)
+        fingerprint = self.range_fingerprint(number, size, piece)
+        if markers.done(marker, fingerprint):
+            self.log(f"{source.name} range {piece.index + 1}/{piece.count}: complete, skipped")
+            return
+        if not source.is_file() or source.stat().st_size != size:
+            raise ShardFailure(source.name, f"not the {size}-byte file the owning rank extracted (shared --data-dir?)")
+        marker.unlink(missing_ok=True)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        started, cpu_started = time.monotonic(), time.process_time()
+        try:
+            counts = preprocess_range(source, piece.start, piece.end, part_bin, part_len, self.encoding, self.tok,
+                                      self.args.workers)
+        except ShardFormatError as exc:
+            raise ShardFailure(source.name, str(exc)) from None
+        seconds, cpu_seconds = time.monotonic() - started, time.process_time() - cpu_started
+        markers.write_json(marker, {
+            "fingerprint": fingerprint, "start": piece.start, "end": piece.end, "documents": counts.documents,
+            "tokens": counts.tokens, "skipped_empty": counts.skipped_empty, "seconds": round(seconds, 3),
+            "cpu_seconds": round(cpu_seconds, 3),
+            "files": {role: {"name": path.name, "bytes": path.stat().st_size}
+                      for role, path in (("bin", part_bin), ("len", part_len))}})
+        self.log(f"{source.name} range {piece.index + 1}/{piece.count} (bytes {piece.start}-{piece.end}): "
+                 f"{counts.documents} documents, {counts.tokens} tokens in {seconds:.1f} s")
+
+    def range_markers(self, number: int, pieces: list[ranges.ByteRange]) -> list[dict[str, Any]]:
+        """Every range's marker of a cut file (the exchanged sizes); ShardFailure when one is missing."""
+        size = pieces[-1].end
+        prefix = self.paths(number)[2]
+        found = []
+        for piece in pieces:
+            data = markers.done(ranges.part_paths(self.data_dir, prefix.name, piece)[2],
+                                self.range_fingerprint(number, size, piece))
+            if data is None:
+                raise ShardFailure(self.paths(number)[1].name,
+                                   f"range {piece.index + 1}/{piece.count} is not done although its rank said so")
+            found.append(data)
+        return found
+
+    def merge(self, number: int, pieces: list[ranges.ByteRange]) -> None:
+        assert self.encoding is not None
+        prefix = self.paths(number)[2]
+        found = self.range_markers(number, pieces)
+        where = merge.layout([merge.PartSize(int(d["documents"]), int(d["files"]["bin"]["bytes"])) for d in found])
+        if where.documents == 0:
+            raise ShardFailure(self.paths(number)[1].name, "no documents: no line holds a document with text")
+        mine = [(piece.index, *ranges.part_paths(self.data_dir, prefix.name, piece)[:2])
+                for piece in ranges.assigned(pieces, self.world.rank, self.world.size)]
+        merge.write_parts(prefix.with_name(prefix.name + ".bin.part"), prefix.with_name(prefix.name + ".idx.part"),
+                          np.dtype(self.encoding.dtype), where, len(pieces), mine)
+
+    def complete_cut_files(self) -> None:
+        """Rank 0, after every rank reported: each cut file's pair renamed into place, its marker, parts removed."""
+        assert self.encoding is not None
+        for number, pieces in self.plan.items():
+            compressed, extracted, prefix = self.paths(number)
+            self.current = extracted.name
+            found = self.range_markers(number, pieces)
+            bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
+            os.replace(prefix.with_name(prefix.name + ".bin.part"), bin_path)
+            os.replace(prefix.with_name(prefix.name + ".idx.part"), idx_path)
+            total = {key: sum(int(d[key]) for d in found) for key in ("documents", "tokens", "skipped_empty")}
+            markers.mark_done(prefix.with_name(prefix.name + ".done"), {"bin": bin_path, "idx": idx_path},
+                              self.fingerprint, source=extracted.name, **total, dtype=self.encoding.dtype,
+                              writer="mlrecipe", ranges=len(pieces),
+                              seconds=round(max(float(d["seconds"]) for d in found), 3),
+                              cpu_seconds=round(sum(float(d["cpu_seconds"]) for d in found), 3))
+            shutil.rmtree(ranges.folder(self.data_dir, prefix.name), ignore_errors=True)
+            self.cleanup(compressed, extracted, tokenized=True)
+            self.log(f"{extracted.name}: {total['documents']} documents, {total['tokens']} tokens from "
+                     f"{len(pieces)} ranges -> {bin_path.name}")
+        self.current = ""
+
     def cleanup(self, compressed: Path, extracted: Path, tokenized: bool) -> None:
         if self.args.rm_extracted and tokenized and extracted != compressed:
             markers.forget(extracted)
@@ -288,17 +454,27 @@ class Preparation:
     def run(self) -> int:
         self.log(f"file numbers {self.mine or 'none'} of {len(self.numbers)}; stages {','.join(self.stages)}")
         markers.status_path(self.data_dir, self.world.rank).unlink(missing_ok=True)
+        for stage in ("staged", "tokenized"):
+            markers.stage_path(self.data_dir, self.world.rank, stage).unlink(missing_ok=True)
         if self.world.rank == 0 and "preprocess" in self.stages:
             (self.data_dir / markers.MANIFEST).unlink(missing_ok=True)  # a failed run leaves none behind
         try:
             self.setup()
+            cut = []
             for number in self.mine:
                 self.current = f"{ranks.shard_name(number)}{self.args.shard_suffix}"
-                self.shard(number)
+                if (found := self.shard(number)) is not None:
+                    cut.append(found)
             self.current = ""
+            if "preprocess" in self.stages:
+                self.cut_files(cut)
             markers.report(self.data_dir, self.world.rank, self.run_id, self.run_key, None, self.mine)
         except ShardFailure as exc:
             return self.fail(str(exc))
+        except PeerStopped as exc:
+            if self.world.rank == 0:
+                return self.fail(f"{exc}; no manifest written", report=False, prefix=False)
+            return self.fail(f"stopped: {exc}")
         except OSError as exc:
             return self.fail(f"{self.current or self.data_dir}: {os_error(exc)}")
         if self.world.rank != 0:
@@ -319,9 +495,12 @@ class Preparation:
             self.log("every rank succeeded (no preprocess stage: no manifest)")
             return 0
         try:
+            self.complete_cut_files()
             manifest = self.manifest()
         except ShardFailure as exc:
             return self.fail(str(exc), report=False)
+        except OSError as exc:
+            return self.fail(f"{self.current or self.data_dir}: {os_error(exc)}; no manifest written", report=False)
         try:
             markers.write_json(self.data_dir / markers.MANIFEST, manifest)
         except OSError as exc:

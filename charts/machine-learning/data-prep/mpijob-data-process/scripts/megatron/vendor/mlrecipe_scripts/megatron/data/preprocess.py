@@ -2,24 +2,32 @@
 
 With ``workers > 1`` a process pool parses and tokenizes chunks of lines (each worker loads its own tokenizer);
 documents keep their order. Empty texts are skipped and counted.
+
+Memory is bounded whatever the input's size: lines are read as they are needed, at most ``IN_FLIGHT`` chunks per
+worker are queued or waiting to be written (``Pool.imap`` would read the whole input ahead into its task queue),
+token arrays are written as they come, and only the documents' lengths are kept (4 bytes each) for the index.
+A byte range of a file (:func:`preprocess_range`) becomes a part: tokens and lengths, both streamed to disk.
 """
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing
+import multiprocessing.pool
 import os
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from mlrecipe_scripts.megatron.data.documents import lines, text_of
-from mlrecipe_scripts.megatron.data.indexed import open_writer
+from mlrecipe_scripts.megatron.data.documents import lines, range_lines, text_of
+from mlrecipe_scripts.megatron.data.indexed import DocumentWriter, PartWriter, open_writer
 from mlrecipe_scripts.megatron.data.tokenizer import Tokenizer, TokenizerSource, load
 
 CHUNK_LINES = 64
+IN_FLIGHT = 4
 
 
 @dataclass(frozen=True)
@@ -57,8 +65,9 @@ def _encode_chunk(chunk: tuple[str, list[tuple[int, bytes]]]) -> list[np.ndarray
 
 
 def encode_lines(tok: Tokenizer, encoding: Encoding, where: str, rows: list[tuple[int, bytes]]) -> list[np.ndarray]:
-    """Token arrays (in ``encoding.dtype``) of ``rows``; an empty text gives an empty array (skipped later)."""
-    texts = [text_of(line, encoding.json_key, f"{where} line {number}") for number, line in rows]
+    """Token arrays (in ``encoding.dtype``) of ``rows``; an empty text gives an empty array (skipped later).
+    ``where`` names the file and the unit of the rows' numbers (``"00.jsonl line"``, ``"00.jsonl byte"``)."""
+    texts = [text_of(line, encoding.json_key, f"{where} {number}") for number, line in rows]
     out = []
     for text, ids in zip(texts, tok.encode(texts), strict=True):
         if not text:
@@ -76,23 +85,27 @@ def _chunks(rows: Iterator[tuple[int, bytes]], where: str) -> Iterator[tuple[str
         yield where, chunk
 
 
-def encoded(source: Path, encoding: Encoding, tok: Tokenizer, workers: int) -> Iterable[list[np.ndarray]]:
-    """Chunks of token arrays of ``source``'s documents, in order."""
-    chunks = _chunks(lines(source), source.name)
+def encoded(rows: Iterator[tuple[int, bytes]], where: str, encoding: Encoding, tok: Tokenizer,
+            workers: int) -> Iterable[list[np.ndarray]]:
+    """Chunks of token arrays of ``rows``' documents, in order, at most ``IN_FLIGHT * workers`` chunks ahead."""
+    chunks = _chunks(rows, where)
     if workers <= 1:
-        yield from (encode_lines(tok, encoding, where, rows) for where, rows in chunks)
+        yield from (encode_lines(tok, encoding, label, chunk) for label, chunk in chunks)
         return
     context = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with context.Pool(workers, initializer=_init_worker, initargs=(encoding,)) as pool:
-        yield from pool.imap(_encode_chunk, chunks, chunksize=4)
+        pending: deque[multiprocessing.pool.AsyncResult[list[np.ndarray]]] = deque()
+        for chunk in chunks:
+            pending.append(pool.apply_async(_encode_chunk, (chunk,)))
+            if len(pending) >= IN_FLIGHT * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
 
 
-def preprocess(source: Path, bin_path: Path, idx_path: Path, encoding: Encoding, tok: Tokenizer, workers: int,
-               writer_choice: str) -> ShardCounts:
-    """Tokenize ``source`` into ``bin_path`` / ``idx_path`` (the caller renames them into place)."""
-    writer = open_writer(writer_choice, bin_path, np.dtype(encoding.dtype))
+def _write(chunks: Iterable[list[np.ndarray]], writer: DocumentWriter) -> tuple[int, int, int]:
     documents = tokens = skipped = 0
-    for arrays in encoded(source, encoding, tok, workers):
+    for arrays in chunks:
         for ids in arrays:
             if ids.size == 0:
                 skipped += 1
@@ -100,5 +113,23 @@ def preprocess(source: Path, bin_path: Path, idx_path: Path, encoding: Encoding,
             writer.add_document(ids)
             documents += 1
             tokens += int(ids.size)
+    return documents, tokens, skipped
+
+
+def preprocess(source: Path, bin_path: Path, idx_path: Path, encoding: Encoding, tok: Tokenizer, workers: int,
+               writer_choice: str) -> ShardCounts:
+    """Tokenize ``source`` into ``bin_path`` / ``idx_path`` (the caller renames them into place)."""
+    writer = open_writer(writer_choice, bin_path, np.dtype(encoding.dtype))
+    counts = _write(encoded(lines(source), f"{source.name} line", encoding, tok, workers), writer)
     writer.finalize(idx_path)
-    return ShardCounts(documents, tokens, skipped, writer.name)
+    return ShardCounts(*counts, writer.name)
+
+
+def preprocess_range(source: Path, start: int, end: int, bin_path: Path, len_path: Path, encoding: Encoding,
+                     tok: Tokenizer, workers: int) -> ShardCounts:
+    """Tokenize the lines of ``source`` that start in bytes ``[start, end)`` into a part (``bin_path`` tokens,
+    ``len_path`` int32 lengths); errors name the line by its byte offset."""
+    writer = PartWriter(bin_path, len_path, np.dtype(encoding.dtype))
+    counts = _write(encoded(range_lines(source, start, end), f"{source.name} byte", encoding, tok, workers), writer)
+    writer.finalize()
+    return ShardCounts(*counts, writer.name)

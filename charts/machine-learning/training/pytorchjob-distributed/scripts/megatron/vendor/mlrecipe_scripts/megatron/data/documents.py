@@ -114,3 +114,23 @@ def extract(source: Path, target: Path) -> int:
         raise
     os.replace(part, target)
     return size
+
+
+def range_lines(path: Path, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """The non-empty lines of an uncompressed ``path`` that START at a byte offset in ``[start, end)``, with that
+    offset, without the newline. A line that starts inside the range is read to its end even past ``end``, and one
+    that starts before ``start`` belongs to the range before: consecutive ranges give every line exactly once, in
+    order, whatever byte the cut points fall on."""
+    with path.open("rb", buffering=CHUNK) as stream:
+        position = 0
+        if start > 0:
+            stream.seek(start - 1)
+            position = start - 1 + len(stream.readline())  # through the newline at or after start - 1
+        while position < end:
+            line = stream.readline()
+            if not line:
+                return
+            offset, position = position, position + len(line)
+            body = line[:-1] if line.endswith(b"\n") else line
+            if body.strip():
+                yield offset, body
