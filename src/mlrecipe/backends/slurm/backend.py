@@ -10,12 +10,17 @@ launch agent). Serving steps are one-node jobs that run until ``uninstall``: the
 server's URL (the node's address and a port) and the CLI waits for its health path
 (:mod:`mlrecipe.backends.slurm.running`). Credential-like env values reach the job through sbatch's
 environment, never the script on disk. Settings: :mod:`mlrecipe.backends.slurm.config`.
+
+With ``ssh_host`` every Slurm call runs on that login node over one shared SSH connection
+(:mod:`.transport`), the step's files are staged under ``remote_root`` by digest and its logs mirrored
+back into the local step directory (:mod:`.remote`); with it unset nothing differs from a login node.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 from mlrecipe.backends.base import Backend, CollectsDebugRecords, DebugRecord, QueuesAhead, ReleaseContext, StepState
 from mlrecipe.backends.host import resources
@@ -24,11 +29,13 @@ from mlrecipe.backends.host.launches import launch_problems
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
 from mlrecipe.backends.host.serving import server_problems
 from mlrecipe.backends.host.volumes import mount_problems, prepare_mounts
-from mlrecipe.backends.slurm import chain, debug, job, scontrol
+from mlrecipe.backends.slurm import chain, debug, job, remote, scontrol
 from mlrecipe.backends.slurm.handle import SlurmHandle
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.plan import SlurmPlan
-from mlrecipe.backends.slurm.running import SlurmRunningStep
+from mlrecipe.backends.slurm.running import LogMirror, SlurmRunningStep
+from mlrecipe.backends.slurm.transport import SshTarget, SshTransport
+from mlrecipe.config import mlrecipe_home
 from mlrecipe.errors import ResourceError
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
@@ -66,16 +73,39 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
                              " on every node (the step directory is shared)")
 
     def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> SlurmPlan:
-        return job.render(HostStepRequest.from_step(step, ctx, self.placement()), self.options, ctx, dict(env or {}))
+        plan = job.render(HostStepRequest.from_step(step, ctx, self.placement()), self.options, ctx, dict(env or {}))
+        target = self.options.ssh_target()
+        if target is not None:
+            source = (env or {}).get("MLRECIPE_PIPELINE_DIR")
+            pipeline_dir = Path(source) if source else None
+            plan.remote = remote.RemotePlan(
+                target, self._remote_root or self.options.remote_root, mlrecipe_home(), pipeline_dir, ctx.namespace,
+                ctx.release, remote.pipeline_files(pipeline_dir) if pipeline_dir else [])
+        return plan
+
+    _remote_root: str | None = None  #: ``remote_root`` as the login node resolved it (once per process)
+
+    def _transport(self, target: SshTarget) -> SshTransport:
+        return SshTransport(target, self.options.slurm_conf)
+
+    def _resolved(self, plan: SlurmPlan) -> remote.RemotePlan:
+        assert plan.remote is not None
+        if self._remote_root is None:
+            self._remote_root = remote.resolve_root(self._transport(plan.remote.target), self.options.remote_root)
+        return plan.remote.with_root(self._remote_root)
 
     def preflight(self, plan: SlurmPlan) -> list[str]:
         """Machine problems that stop the plan before it is submitted."""
+        if plan.remote is not None:
+            return []  # the login node's tools and directories are checked as the plan is staged
         if shutil.which("sbatch") is None:
             return ["the Slurm client tools (sbatch, scontrol, scancel) are not on PATH: "
                     "apt-get install slurm-client and point SLURM_CONF at the cluster's slurm.conf"]
         return mount_problems(plan.mounts)
 
     def _conf(self) -> str | None:
+        if self.options.ssh_host is not None:  # this machine's SLURM_CONF says nothing of the login node's
+            return self.options.slurm_conf
         return self.options.slurm_conf or os.environ.get("SLURM_CONF")
 
     def submit(self, plan: SlurmPlan, ctx: ReleaseContext) -> SlurmRunningStep:
@@ -84,16 +114,33 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
             job_id, rest = self._submit_chain(plan, ctx, conf)
         else:
             job_id, rest = self._submit_one(plan, conf), []
-        handle = SlurmHandle(job_id=job_id, chain=rest, slurm_conf=conf)
-        return SlurmRunningStep(plan.step_dir, handle, self.options.poll_seconds, plan.readiness, plan.url_file)
+        target = self.options.ssh_target()
+        remote_dir = self._resolved(plan).map_path(plan.step_dir) if plan.remote is not None else None
+        handle = SlurmHandle(job_id=job_id, chain=rest, slurm_conf=conf, ssh=target, remote_dir=remote_dir)
+        mirror = LogMirror.of(handle, plan.step_dir, plan.nnodes)
+        return SlurmRunningStep(plan.step_dir, handle, self.options.poll_seconds, plan.readiness, plan.url_file,
+                                mirror)
 
-    @staticmethod
-    def _submit_one(plan: SlurmPlan, conf: str | None, extra: list[str] | None = None) -> str:
+    def _submit_one(self, plan: SlurmPlan, conf: str | None, extra: list[str] | None = None) -> str:
         plan.write()
+        if plan.remote is not None:
+            return self._submit_remote(plan, conf, extra)
         prepare_mounts(plan.mounts)
         if plan.url_file is not None:
             plan.url_file.unlink(missing_ok=True)
         return scontrol.sbatch(plan.script_path, extra, conf, plan.secret_env)
+
+    def _submit_remote(self, plan: SlurmPlan, conf: str | None, extra: list[str] | None) -> str:
+        """Stage what changed to the login node, then sbatch there (over the shared connection)."""
+        assert plan.remote is not None
+        resolved = self._resolved(plan)
+        staged = SlurmPlan(**{**plan.__dict__, "remote": resolved})
+        transport = self._transport(resolved.target)
+        dirs = [resolved.map_path(plan.step_dir), *(resolved.map_path(m.source) for m in plan.mounts)]
+        remote.stage(transport, staged.remote_files(), dirs)
+        if plan.url_file is not None:
+            transport.run(["rm", "-f", resolved.map_path(plan.url_file)])
+        return scontrol.sbatch(resolved.map_path(plan.script_path), extra, conf, plan.secret_env, ssh=resolved.target)
 
     def _submit_chain(self, plan: SlurmPlan, ctx: ReleaseContext, conf: str | None) -> tuple[str, list[str]]:
         entries = chain.load(ctx)
@@ -101,11 +148,12 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
         if plan.step in names:
             i = names.index(plan.step)
             mine = entries[i]
-            info = scontrol.show_job(mine.job_id, conf) if mine.digest == plan.digest else None
+            info = scontrol.show_job(mine.job_id, conf, self.options.ssh_target()) \
+                if mine.digest == plan.digest else None
             if info is not None and (info.active or info.step_state is StepState.SUCCEEDED):
                 return mine.job_id, [e.job_id for e in entries[i + 1:]]
         here_on = chain.steps_from(ctx, plan.step)
-        scontrol.scancel([e.job_id for e in entries if e.step in here_on], conf)
+        scontrol.scancel([e.job_id for e in entries if e.step in here_on], conf, self.options.ssh_target())
         first = self._submit_one(plan, conf)
         new = [chain.ChainEntry(plan.step, first, plan.digest)]
         for step in [] if plan.readiness is not None else ctx.upcoming:
@@ -118,11 +166,11 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
         return first, [e.job_id for e in new[1:]]
 
     def cancel_handle(self, handle: SlurmHandle) -> None:
-        scontrol.scancel(handle.job_ids, handle.slurm_conf)
+        scontrol.scancel(handle.job_ids, handle.slurm_conf, handle.ssh)
 
     def handle_alive(self, handle: SlurmHandle) -> bool:
         for job_id in handle.job_ids:
-            info = scontrol.show_job(job_id, handle.slurm_conf)
+            info = scontrol.show_job(job_id, handle.slurm_conf, handle.ssh)
             if info is not None and info.active:
                 return True
         return False

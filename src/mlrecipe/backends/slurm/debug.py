@@ -16,10 +16,10 @@ SACCT_FIELDS = ("JobID,JobName,Partition,State,ExitCode,DerivedExitCode,Submit,S
                 "AllocTRES,MaxRSS,MaxRSSNode")
 
 
-def _tool(name: str, argv: list[str], slurm_conf: str | None) -> DebugRecord:
+def _tool(name: str, argv: list[str], handle: SlurmHandle) -> DebugRecord:
     """The output of one Slurm client command as a record; a refusal (or no answer) is its ``missing``."""
     try:
-        result = scontrol._run(argv, slurm_conf)
+        result = scontrol._run(argv, handle.slurm_conf, ssh=handle.ssh)
     except MlrecipeError as exc:
         return DebugRecord(name, missing=str(exc))
     if result.returncode != 0:
@@ -33,14 +33,14 @@ def debug_records(handle: SlurmHandle) -> list[DebugRecord]:
     out = []
     for job_id in handle.job_ids:
         shown = _tool(f"scontrol-show-job-{job_id}.txt", ["scontrol", "show", "job", "-d", job_id],
-                      handle.slurm_conf)
+                      handle)
         if shown.text is None and "Invalid job id" in shown.missing:
             shown = DebugRecord(shown.name, missing=f"Slurm no longer knows job {job_id}: it keeps an ended job "
                                 "MinJobAge seconds (300 by default); sacct has it if the cluster keeps accounting")
         out.append(shown)
-        if shutil.which("sacct") is None:
+        if handle.ssh is None and shutil.which("sacct") is None:
             out.append(DebugRecord(f"sacct-{job_id}.txt", missing="sacct is not installed on this machine"))
             continue
         out.append(_tool(f"sacct-{job_id}.txt", ["sacct", "-j", job_id, "--parsable2", f"--format={SACCT_FIELDS}"],
-                         handle.slurm_conf))
+                         handle))
     return out

@@ -12,6 +12,16 @@ Example::
       volumes: {pv-fsx: /fsx, pv-efs: /shared/efs}
       mount: bind          # bind the recipe's pvc mount paths in each task (root), or none
       mode: step           # step: one job at a time; chain: the pipeline as afterok-dependent jobs
+
+From a laptop, through the cluster's login node (:mod:`mlrecipe.backends.slurm.transport`)::
+
+    slurm:
+      ssh_host: alice@login.cluster.example   # or a Host of ~/.ssh/config
+      ssh_port: 22
+      ssh_identity: ~/.ssh/id_ed25519
+      ssh_options: ["-o", "ProxyJump=bastion"]
+      remote_root: ~/.mlrecipe                # the release's files on the cluster
+      images: {default: /shared/envs/torch}   # Python environments on the nodes
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from typing import Literal
 from pydantic import Field
 
 from mlrecipe.backends.base import BackendOptions
+from mlrecipe.backends.slurm.transport import SshTarget
 from mlrecipe.config import default_volume_root
 
 
@@ -65,6 +76,25 @@ class SlurmOptions(BackendOptions):
     slurm_conf: str | None = Field(
         None, description="The cluster's slurm.conf (default $SLURM_CONF, else the client's own); recorded in "
         "each step's handle so that uninstall and resume reach the same cluster")
+
+    ssh_host: str | None = Field(
+        None, min_length=1, description="Submit through this login node over SSH ([user@]host, or a Host of "
+        "~/.ssh/config); unset: the Slurm client tools of this machine")
+    ssh_port: int | None = Field(None, ge=1, le=65535, description="SSH port of ssh_host (default: ssh's)")
+    ssh_identity: str | None = Field(
+        None, description="Private key file for ssh -i (a path; its content is never read or copied)")
+    ssh_options: list[str] = Field(
+        default_factory=list, description="More ssh arguments, passed through, e.g. [\"-o\", \"ProxyJump=bastion\"]")
+    remote_root: str = Field(
+        "~/.mlrecipe", min_length=1, description="With ssh_host: where the release's files (step programs, "
+        "runtime, batch scripts, pipeline files, logs) live on the cluster")
+
+    def ssh_target(self) -> SshTarget | None:
+        """The login node to submit through, or ``None`` (this machine's Slurm client tools)."""
+        if self.ssh_host is None:
+            return None
+        return SshTarget(host=self.ssh_host, port=self.ssh_port, identity=self.ssh_identity,
+                         options=list(self.ssh_options))
 
     def volume_source(self, pvc: str) -> Path:
         """The shared directory of a pvc on the nodes."""

@@ -12,6 +12,7 @@ from typing import Any
 from mlrecipe.backends.base import Plan
 from mlrecipe.backends.host.serving import Readiness
 from mlrecipe.backends.host.volumes import Mount
+from mlrecipe.backends.slurm.remote import RemotePlan
 from mlrecipe.runtime import RUNTIME_PATH
 
 
@@ -39,6 +40,7 @@ class SlurmPlan(Plan):
     readiness: Readiness | None = None
     url_file: Path | None = None
     extra_files: dict[Path, str] = field(default_factory=dict)
+    remote: RemotePlan | None = None  #: submitted through a login node over SSH (:mod:`.remote`)
 
     @property
     def node_count(self) -> int:
@@ -52,7 +54,40 @@ class SlurmPlan(Plan):
             sorted((str(k), v) for k, v in self.extra_files.items()))
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
+    def remote_files(self) -> dict[str, tuple[bytes, int]]:
+        """Over SSH: every file the job reads, at its path on the login node, with its mode."""
+        assert self.remote is not None
+        remote = self.remote
+        out = {
+            remote.map_path(self.script_path): (remote.map_text(self.script).encode(), 0o755),
+            remote.map_path(self.program_path): (
+                remote.map_text(json.dumps(self.program, indent=2, sort_keys=True)).encode(), 0o644),
+            remote.map_path(self.runtime_path): (RUNTIME_PATH.read_bytes(), 0o644),
+        }
+        for path, text in self.extra_files.items():
+            out[remote.map_path(path)] = (remote.map_text(text).encode(), 0o755 if text.startswith("#!") else 0o644)
+        out.update(remote.pipeline_payload())
+        return out
+
+    def _materialize_remote(self) -> str:
+        assert self.remote is not None
+        remote, host = self.remote, self.remote.target.host
+        files = self.remote_files()
+        script = remote.map_path(self.script_path)
+        out = [f"# ==> {host}:{script} (over ssh {host}: sbatch --parsable {script})",
+               files[script][0].decode().rstrip("\n")]
+        program = remote.map_path(self.program_path)
+        out += [f"# ==> {host}:{program} (step program run by {remote.map_path(self.runtime_path)})",
+                files[program][0].decode().rstrip("\n")]
+        for path in sorted(self.extra_files):
+            out += [f"# ==> {host}:{remote.map_path(path)}", files[remote.map_path(path)][0].decode().rstrip("\n")]
+        out.append(f"# staging to {host} (only the files whose sha256 differs there are copied):")
+        out += [f"#   {path} ({len(data)} bytes)" for path, (data, _) in sorted(files.items())]
+        return "\n".join(out) + "\n"
+
     def materialize(self) -> str:
+        if self.remote is not None:
+            return self._materialize_remote()
         out = [f"# ==> {self.script_path} (sbatch --parsable {self.script_path})", self.script.rstrip("\n")]
         out.append(f"# ==> {self.program_path} (step program run by {self.runtime_path})")
         out.append(json.dumps(self.program, indent=2, sort_keys=True))

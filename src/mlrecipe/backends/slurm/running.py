@@ -7,11 +7,30 @@ from pathlib import Path
 
 from mlrecipe.backends.base import PollClock, RunningStep, StepOutcome, StepState
 from mlrecipe.backends.host.serving import Readiness, ReadinessWatcher
-from mlrecipe.backends.slurm import scontrol
+from mlrecipe.backends.slurm import remote, scontrol
 from mlrecipe.backends.slurm.handle import SlurmHandle, SlurmServer
 from mlrecipe.backends.slurm.outcome import outcome_of, vanished
+from mlrecipe.backends.slurm.transport import SshTransport
 from mlrecipe.errors import BackendError
 from mlrecipe.logtail import tail
+
+
+class LogMirror:
+    """Over SSH: appends to the local step directory what the job's logs gained on the login node."""
+
+    def __init__(self, transport: SshTransport, remote_dir: str, local_dir: Path, names: list[str]) -> None:
+        self.transport, self.remote_dir, self.local_dir, self.names = transport, remote_dir, local_dir, names
+
+    @classmethod
+    def of(cls, handle: SlurmHandle, step_dir: Path, nnodes: int) -> LogMirror | None:
+        """The mirror of a step submitted over SSH (``None`` for a local one)."""
+        if handle.ssh is None or handle.remote_dir is None:
+            return None
+        names = ["batch.log", *(f"node-{r}.log" for r in range(nnodes)), "metrics.jsonl", "server.url"]
+        return cls(SshTransport(handle.ssh, handle.slurm_conf), handle.remote_dir, step_dir, names)
+
+    def sync(self) -> None:
+        remote.mirror_logs(self.transport, self.remote_dir, self.local_dir, self.names)
 
 
 class SlurmRunningStep(RunningStep[SlurmHandle]):
@@ -21,12 +40,15 @@ class SlurmRunningStep(RunningStep[SlurmHandle]):
     server's URL in ``url_file`` and ``GET`` on the health path answers 2xx; the readiness budget counts
     from the moment the job starts running (time in the queue is not counted). A server job that ends,
     whatever its exit status, is a failure. ``scontrol`` failures while polling raise
-    :class:`~mlrecipe.errors.TransientBackendError` (the runner asks again).
+    :class:`~mlrecipe.errors.TransientBackendError` (the runner asks again), as does a dropped SSH connection.
+    Over SSH, ``mirror`` copies the logs back at each poll (and once more when the job has ended).
     """
 
     def __init__(self, step_dir: Path, handle: SlurmHandle, poll_seconds: float,
-                 readiness: Readiness | None = None, url_file: Path | None = None) -> None:
+                 readiness: Readiness | None = None, url_file: Path | None = None,
+                 mirror: LogMirror | None = None) -> None:
         self.step_dir = step_dir
+        self.mirror = mirror
         self.handle = handle
         self.clock = PollClock(poll_seconds)
         self.url_file = url_file
@@ -38,7 +60,9 @@ class SlurmRunningStep(RunningStep[SlurmHandle]):
             return self._outcome
         if not self.clock.due():
             return None
-        info = scontrol.show_job(self.handle.job_id, self.handle.slurm_conf)
+        info = scontrol.show_job(self.handle.job_id, self.handle.slurm_conf, self.handle.ssh)
+        if self.mirror is not None:
+            self.mirror.sync()
         if info is None:
             self._outcome = vanished(self.handle.job_id, self.step_dir)
         elif info.active:
@@ -55,7 +79,7 @@ class SlurmRunningStep(RunningStep[SlurmHandle]):
 
     def _cancel_quietly(self, job_ids: list[str]) -> None:
         with contextlib.suppress(BackendError):  # the step's own outcome is what the user needs to see
-            scontrol.scancel(job_ids, self.handle.slurm_conf)
+            scontrol.scancel(job_ids, self.handle.slurm_conf, self.handle.ssh)
 
     def _server_deadline(self, state: StepState) -> StepOutcome | None:
         assert self.watcher is not None
@@ -96,4 +120,4 @@ class SlurmRunningStep(RunningStep[SlurmHandle]):
         return url
 
     def cancel(self) -> None:
-        scontrol.scancel(self.handle.job_ids, self.handle.slurm_conf)
+        scontrol.scancel(self.handle.job_ids, self.handle.slurm_conf, self.handle.ssh)

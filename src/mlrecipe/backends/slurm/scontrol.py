@@ -1,4 +1,5 @@
-"""Thin wrappers around the Slurm client tools: sbatch, scontrol show job, scancel.
+"""Thin wrappers around the Slurm client tools: sbatch, scontrol show job, scancel (here, or on a login node over
+SSH: :mod:`.transport`).
 
 No accounting database is assumed: job state comes from ``scontrol show job`` (kept for
 ``MinJobAge`` seconds after the job ends).
@@ -6,13 +7,13 @@ No accounting database is assumed: job state comes from ``scontrol show job`` (k
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlrecipe.backends.base import StepState
+from mlrecipe.backends.slurm.transport import SshTarget, transport_for
 from mlrecipe.errors import SlurmError, TransientBackendError
 
 #: Slurm's job states (``JobState``) as step states: queued or held, or between phases (pending); running; done.
@@ -30,28 +31,16 @@ NEVER_RUNS = frozenset({"DependencyNeverSatisfied"})
 _FIELD = re.compile(r"(\w[\w/:]*)=(\S*)")
 
 
-def _env(slurm_conf: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {**os.environ, **(extra or {})}
-    if slurm_conf:
-        env["SLURM_CONF"] = slurm_conf
-    return env
-
-
 def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, env=_env(slurm_conf, env), timeout=timeout,
-                              check=False, stdin=subprocess.DEVNULL)
-    except FileNotFoundError as exc:
-        raise SlurmError(f"{argv[0]} not found: install the Slurm client tools (apt-get install slurm-client)") from exc
-    except subprocess.TimeoutExpired:
-        raise TransientBackendError(f"{' '.join(argv)} did not answer in {timeout:.0f}s") from None
+         env: dict[str, str] | None = None, ssh: SshTarget | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm client command here, or on the login node when ``ssh`` is given (:mod:`.transport`)."""
+    return transport_for(ssh, slurm_conf).run(argv, timeout, env)
 
 
-def sbatch(script: Path, extra: list[str] | None = None, slurm_conf: str | None = None,
-           env: dict[str, str] | None = None) -> str:
+def sbatch(script: Path | str, extra: list[str] | None = None, slurm_conf: str | None = None,
+           env: dict[str, str] | None = None, ssh: SshTarget | None = None) -> str:
     """Submit ``script``; return the job id. ``env`` joins the environment the job inherits (``--export=ALL``)."""
-    result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf, env=env)
+    result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf, env=env, ssh=ssh)
     if result.returncode != 0:
         raise SlurmError(f"sbatch failed: {(result.stderr or result.stdout).strip()}")
     return result.stdout.strip().split(";")[0]
@@ -104,9 +93,9 @@ def parse_job(text: str) -> JobInfo | None:
     )
 
 
-def show_job(job_id: str, slurm_conf: str | None = None) -> JobInfo | None:
+def show_job(job_id: str, slurm_conf: str | None = None, ssh: SshTarget | None = None) -> JobInfo | None:
     """The job's state, or ``None`` when Slurm no longer knows it."""
-    result = _run(["scontrol", "show", "job", "-o", job_id], slurm_conf)
+    result = _run(["scontrol", "show", "job", "-o", job_id], slurm_conf, ssh=ssh)
     if result.returncode != 0:
         if "Invalid job id" in result.stderr:
             return None
@@ -118,10 +107,10 @@ def show_job(job_id: str, slurm_conf: str | None = None) -> JobInfo | None:
     return None
 
 
-def scancel(job_ids: list[str], slurm_conf: str | None = None) -> None:
+def scancel(job_ids: list[str], slurm_conf: str | None = None, ssh: SshTarget | None = None) -> None:
     """Cancel jobs (finished or unknown ones are fine)."""
     if not job_ids:
         return
-    result = _run(["scancel", *job_ids], slurm_conf)
+    result = _run(["scancel", *job_ids], slurm_conf, ssh=ssh)
     if result.returncode != 0 and "Invalid job id" not in result.stderr:
         raise SlurmError(f"scancel {' '.join(job_ids)} failed: {result.stderr.strip()}")

@@ -1,0 +1,152 @@
+"""A Slurm step submitted from a laptop: its files on the login node, staged by digest, and its logs mirrored back.
+
+Layout on the cluster (``remote_root``, ``~/.mlrecipe`` by default, resolved by the login node's shell): the
+release's state directory keeps its path relative to ``$MLRECIPE_HOME`` (``releases/slurm/<ns>/<release>/...``,
+and pvc volumes under ``volumes/``), the pipeline directory becomes ``pipelines/<ns>/<release>/``. The batch
+script is the local one with those two prefixes replaced.
+
+Staging compares digests: one ``sha256sum`` on the login node lists what is there, and one ``tar -x`` stream
+over the same connection carries only the files whose sha256 differs (coreutils and tar are on every login
+node; rsync often is not, and would need its own connection setup). Logs come back the same way: each poll
+appends to the local ``batch.log`` / ``node-<rank>.log`` what grew on the cluster since (``tail -c +N``), so
+``logs -f`` on the laptop follows the nodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shlex
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlrecipe.backends.slurm.transport import SshTarget, SshTransport
+from mlrecipe.errors import SlurmError
+
+#: Files of the pipeline directory larger than this are not staged (a data set belongs on a pvc volume).
+MAX_STAGED_BYTES = 64 * 1024 * 1024
+SKIPPED_DIRS = frozenset({".git", "__pycache__", ".venv", "node_modules"})
+
+
+@dataclass
+class RemotePlan:
+    """How one step's files map onto the login node (``root``: ``remote_root`` as configured, or resolved)."""
+
+    target: SshTarget
+    root: str
+    local_home: Path
+    pipeline_dir: Path | None
+    namespace: str
+    release: str
+    pipeline_files: list[Path] = field(default_factory=list)
+
+    def with_root(self, root: str) -> RemotePlan:
+        return RemotePlan(self.target, root, self.local_home, self.pipeline_dir, self.namespace, self.release,
+                          self.pipeline_files)
+
+    @property
+    def remote_pipeline_dir(self) -> str:
+        return f"{self.root.rstrip('/')}/pipelines/{self.namespace}/{self.release}"
+
+    def map_text(self, text: str) -> str:
+        """``text`` (a script, a program) with this machine's paths replaced by the login node's."""
+        pairs = [(str(self.local_home), self.root.rstrip("/"))]
+        if self.pipeline_dir is not None:
+            pairs.append((str(self.pipeline_dir), self.remote_pipeline_dir))
+        for local, remote in sorted(pairs, key=lambda p: -len(p[0])):
+            text = text.replace(local, remote)
+        return text
+
+    def map_path(self, path: Path) -> str:
+        return self.map_text(str(path))
+
+    def pipeline_payload(self) -> dict[str, tuple[bytes, int]]:
+        """The pipeline directory's files, at their place on the cluster."""
+        out: dict[str, tuple[bytes, int]] = {}
+        if self.pipeline_dir is None:
+            return out
+        for rel in self.pipeline_files:
+            source = self.pipeline_dir / rel
+            out[f"{self.remote_pipeline_dir}/{rel.as_posix()}"] = (source.read_bytes(), source.stat().st_mode & 0o777)
+        return out
+
+
+def pipeline_files(directory: Path) -> list[Path]:
+    """The files of the pipeline directory that are staged (relative paths; hidden and cache dirs left out)."""
+    out: list[Path] = []
+    if not directory.is_dir():
+        return out
+    for path in sorted(directory.rglob("*")):
+        rel = path.relative_to(directory)
+        if any(part in SKIPPED_DIRS or part.startswith(".") for part in rel.parts):
+            continue
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_STAGED_BYTES:
+            out.append(rel)
+    return out
+
+
+def resolve_root(transport: SshTransport, root: str) -> str:
+    """``remote_root`` as an absolute path on the login node (created if missing)."""
+    spelled = f'"$HOME"/{shlex.quote(root[2:])}' if root.startswith("~/") else (
+        '"$HOME"' if root == "~" else shlex.quote(root))
+    result = transport.run_script(f"set -e\nmkdir -p {spelled}\ncd {spelled}\npwd -P\n")
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise SlurmError(f"cannot create remote_root {root} on {transport.remote.host if transport.remote else '?'}: "
+                         f"{result.stderr.strip()}")
+    return lines[-1]
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def stage(transport: SshTransport, files: dict[str, tuple[bytes, int]], dirs: list[str] | None = None) -> list[str]:
+    """Copy to the login node the files whose sha256 differs there; create ``dirs``. Returns the copied paths."""
+    paths = sorted(files)
+    check = "".join(f"sha256sum -- {shlex.quote(p)} 2>/dev/null || true\n" for p in paths)
+    there: dict[str, str] = {}
+    if paths:
+        listed = transport.run_script(check, timeout=60)
+        for line in listed.stdout.splitlines():
+            sha, _, name = line.partition("  ")
+            there[name] = sha
+    changed = [p for p in paths if there.get(p) != digest(files[p][0])]
+    mkdirs = sorted(set(dirs or []) | {str(Path(p).parent) for p in changed})
+    if not changed and not mkdirs:
+        return []
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for p in changed:
+            data, mode = files[p]
+            info = tarfile.TarInfo(p.lstrip("/"))
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    make = f"mkdir -p -- {' '.join(shlex.quote(d) for d in mkdirs)}" if mkdirs else "true"
+    result = transport.run_bytes(["sh", "-c", f"set -e; {make}; tar -x -o -m -f - -C /"], buffer.getvalue(),
+                                 timeout=300)
+    if result.returncode != 0:
+        raise SlurmError(f"staging to {transport.remote.host if transport.remote else '?'} failed: "
+                         f"{result.stderr.decode(errors='replace').strip()}")
+    return changed
+
+
+def mirror_logs(transport: SshTransport, remote_dir: str, local_dir: Path, names: list[str]) -> None:
+    """Append to ``local_dir/<name>`` what ``remote_dir/<name>`` gained since (the local size is the offset)."""
+    local_dir.mkdir(parents=True, exist_ok=True)
+    specs = " ".join(shlex.quote(f"{n}:{(local_dir / n).stat().st_size if (local_dir / n).exists() else 0}")
+                     for n in names)
+    script = (f"cd {shlex.quote(remote_dir)} 2>/dev/null || exit 0\n"
+              f"for spec in {specs}; do f=${{spec%:*}}; o=${{spec##*:}}; [ -f \"$f\" ] || continue; "
+              "s=$(wc -c < \"$f\"); [ \"$s\" -gt \"$o\" ] || continue; n=$((s - o)); "
+              "printf '%s %s\\n' \"$f\" \"$n\"; tail -c +$((o + 1)) \"$f\" | head -c \"$n\"; done\n")
+    out = transport.run_bytes(["sh", "-s"], script.encode(), timeout=60).stdout
+    while out:
+        header, _, rest = out.partition(b"\n")
+        name, _, size = header.decode(errors="replace").partition(" ")
+        if name not in names or not size.isdigit():
+            return
+        chunk, out = rest[:int(size)], rest[int(size):]
+        with open(local_dir / name, "ab") as fh:
+            fh.write(chunk)

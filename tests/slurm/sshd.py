@@ -1,0 +1,113 @@
+"""A real OpenSSH ``sshd`` on 127.0.0.1 in front of the test Slurm cluster: the "login node" of the SSH tests.
+
+Throwaway ed25519 keys (a host key, a user key) in a temporary directory; ``known_hosts`` holds the host
+key as ``[127.0.0.1]:PORT``. The "remote" side is this machine, so tests point ``remote_root`` at a
+directory of their own to see staging really happen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+
+def has_sshd() -> bool:
+    return Path("/usr/sbin/sshd").exists() and all(shutil.which(t) for t in ("ssh", "ssh-keygen"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def keygen(path: Path) -> str:
+    """A new ed25519 key pair at ``path``; returns the public key line."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=30)
+    return path.with_suffix(".pub").read_text().strip()
+
+
+@dataclass
+class Sshd:
+    """A running sshd; ``options`` are the ssh arguments (identity aside) that reach it and trust its host key."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    identity: Path
+    known_hosts: Path
+    directory: Path
+
+    @property
+    def host(self) -> str:
+        return "root@127.0.0.1"
+
+    def ssh_options(self, known_hosts: Path | None = None) -> list[str]:
+        return ["-o", f"UserKnownHostsFile={known_hosts or self.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null"]
+
+    def config(self, known_hosts: Path | None = None, **extra: str) -> str:
+        """The ``slurm:`` section of a config file that submits through this sshd."""
+        opts = ", ".join(f'"{o}"' for o in self.ssh_options(known_hosts))
+        fields = {"ssh_host": self.host, "ssh_port": str(self.port), "ssh_identity": str(self.identity),
+                  "ssh_options": f"[{opts}]", **extra}
+        return "slurm:\n" + "".join(f"  {k}: {v}\n" for k, v in fields.items())
+
+    def session_pids(self) -> list[int]:
+        """The sshd processes serving connections (the listener's children)."""
+        with contextlib.suppress(psutil.Error):
+            return [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True) if p.name() == "sshd"
+                    or "sshd" in " ".join(p.cmdline()[:1])]
+        return []
+
+    def stop(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.proc.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_sshd(directory: Path, timeout: float = 20.0) -> Sshd:
+    """Start sshd on a free port of 127.0.0.1 with fresh keys; wait until ``ssh ... true`` gets through."""
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    host_pub = keygen(directory / "host_key")
+    user_pub = keygen(directory / "user_key")
+    (directory / "authorized_keys").write_text(user_pub + "\n")
+    (directory / "authorized_keys").chmod(0o600)
+    port = free_port()
+    known = directory / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {' '.join(host_pub.split()[:2])}\n")
+    proc = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null", "-h", str(directory / "host_key"), "-p", str(port),
+         "-o", "ListenAddress=127.0.0.1", "-o", f"AuthorizedKeysFile={directory / 'authorized_keys'}",
+         "-o", "PidFile=none", "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
+         "-o", "MaxSessions=50", "-o", "MaxStartups=50"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(directory / "sshd.log", "wb"),  # noqa: SIM115
+        start_new_session=True)
+    sshd = Sshd(proc, port, directory / "user_key", known, directory)
+    probe = ["ssh", "-o", "BatchMode=yes", "-p", str(port), "-i", str(sshd.identity), *sshd.ssh_options(),
+             sshd.host, "true"]
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd exited: {(directory / 'sshd.log').read_text()}")
+        if subprocess.run(probe, capture_output=True, timeout=15, check=False).returncode == 0:
+            return sshd
+        if time.monotonic() > deadline:
+            sshd.stop()
+            raise RuntimeError(f"sshd did not answer in {timeout:.0f}s: {(directory / 'sshd.log').read_text()}")
+        time.sleep(0.1)

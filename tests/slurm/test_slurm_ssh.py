@@ -1,0 +1,184 @@
+"""Slurm from a laptop over SSH: a real OpenSSH sshd on 127.0.0.1 in front of the real test Slurm cluster.
+
+The "login node" is this machine, reached through sshd (which gives its sessions a clean environment:
+the cluster's slurm.conf reaches them only through the ``slurm_conf`` option), and ``remote_root`` is a
+directory of the test's own, so every file the job reads had to be staged there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import cli, finish, start_cli, wait_for
+from tests.serve.serving import write
+from tests.slurm.cluster import Cluster
+from tests.slurm.sshd import Sshd, free_port, has_sshd, keygen, start_sshd
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(not has_sshd(), reason="OpenSSH server not installed (make system-deps)")]
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    server = start_sshd(tmp_path_factory.mktemp("sshd") / "keys")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def configure(mlhome: Path, sshd: Sshd, remote: Path, cluster: Cluster | None = None, **extra: str) -> None:
+    mlhome.mkdir(parents=True, exist_ok=True)
+    opts = {"remote_root": str(remote), "poll_seconds": "0.2", **extra}
+    if cluster is not None:
+        opts["slurm_conf"] = str(cluster.conf)
+    (mlhome / "config.yaml").write_text(sshd.config(**opts))
+
+
+def handle(mlhome: Path, release: str, step: str) -> dict:
+    path = mlhome / "releases" / "slurm" / "default" / release / "state.json"
+    return json.loads(path.read_text())["steps"][step]["handle"]
+
+
+def job_state(cluster: Cluster, job_id: str) -> str:
+    out = cluster.run("scontrol", "show", "job", "-o", job_id).stdout
+    return next((p.split("=", 1)[1] for p in out.split() if p.startswith("JobState=")), "")
+
+
+def pipeline(directory: Path, command: str, nnodes: int = 2) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "message.txt").write_text("staged-message-42\n")
+    write(directory / "work.yaml", f"resources: {{nnodes: {nnodes}}}\nprocess: {{command: [{json.dumps(command)}]}}\n")
+    return write(directory / "pipeline.yaml", """
+        release: viassh
+        steps:
+          - {name: work, chart: data-prep/data-process, recipe: work.yaml}
+        """)
+
+
+def test_two_node_pipeline_over_ssh_survives_a_dropped_connection(tmp_path: Path, mlhome: Path, sshd: Sshd,
+                                                                   slurm_cluster: Cluster) -> None:
+    """Staged files, remote sbatch, logs mirrored back while the job runs; the sshd child serving the shared
+    connection is killed mid-run and the run still succeeds (the poll is retried over a new connection)."""
+    remote, go = tmp_path / "remote", tmp_path / "go"
+    configure(mlhome, sshd, remote, slurm_cluster)
+    pipe = pipeline(tmp_path / "pipe", f'echo "node $PET_NODE_RANK read $(cat $MLRECIPE_PIPELINE_DIR/message.txt) '
+                    f'in $MLRECIPE_PIPELINE_DIR"; for i in $(seq 600); do [ -e {go} ] && break; sleep 0.1; done; '
+                    'echo "node $PET_NODE_RANK done"')
+    driver = start_cli(mlhome, "run", str(pipe), "-b", "slurm")
+    try:
+        log0 = mlhome / "releases" / "slurm" / "default" / "viassh" / "steps" / "work" / "node-1.log"
+        wait_for(lambda: log0.exists() and "read staged-message-42" in log0.read_text(), 60,
+                 "node 1's log to come back over ssh")
+        job = handle(mlhome, "viassh", "work")["job_id"]
+        assert job_state(slurm_cluster, job) == "RUNNING"
+        sessions = sshd.session_pids()
+        assert sessions, "the driver holds a connection through sshd"
+        for pid in sessions:
+            kill(pid)
+        go.touch()
+        out = finish(driver, 120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode == 0, out
+    assert "Traceback" not in out
+    assert job_state(slurm_cluster, job) == "COMPLETED"
+    logs = [cli(mlhome, "logs", "viassh", "--rank", str(r)).stdout for r in (0, 1)]
+    remote_pipe = remote / "pipelines" / "default" / "viassh"
+    for rank, text in enumerate(logs):
+        assert f"node {rank} read staged-message-42 in {remote_pipe}" in text and f"node {rank} done" in text
+    assert (remote_pipe / "message.txt").read_text() == "staged-message-42\n"
+    step_dir = remote / "releases" / "slurm" / "default" / "viassh" / "steps" / "work"
+    script = (step_dir / "job.sbatch").read_text()
+    assert str(mlhome) not in script and f"--output={step_dir}/batch.log" in script
+    assert (step_dir / "step_runtime.py").exists() and (step_dir / "program.json").exists()
+    saved = handle(mlhome, "viassh", "work")
+    assert saved["ssh"]["host"] == sshd.host and saved["remote_dir"] == str(step_dir)
+    again = sshd.session_pids()
+    assert again and not set(again) & set(sessions), "a new shared connection replaced the killed one"
+
+
+def kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_ctrl_c_cancels_the_job_on_the_cluster(tmp_path: Path, mlhome: Path, sshd: Sshd,
+                                               slurm_cluster: Cluster) -> None:
+    configure(mlhome, sshd, tmp_path / "remote", slurm_cluster)
+    pipe = pipeline(tmp_path / "pipe", "echo started; sleep 300", nnodes=1)
+    driver = start_cli(mlhome, "run", str(pipe), "-b", "slurm")
+    try:
+        step_dir = mlhome / "releases" / "slurm" / "default" / "viassh" / "steps" / "work"
+        wait_for(lambda: (step_dir / "node-0.log").exists() and "started" in (step_dir / "node-0.log").read_text(),
+                 60, "the job to run")
+        job = handle(mlhome, "viassh", "work")["job_id"]
+        driver.send_signal(signal.SIGINT)
+        out = finish(driver, 60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert "Traceback" not in out
+    wait_for(lambda: job_state(slurm_cluster, job) == "CANCELLED", 30, "the job cancelled on the cluster")
+
+
+def test_staging_copies_only_what_changed(tmp_path: Path, sshd: Sshd) -> None:
+    from mlrecipe.backends.slurm import remote
+    from mlrecipe.backends.slurm.transport import SshTarget, SshTransport
+
+    target = SshTarget(host=sshd.host, port=sshd.port, identity=str(sshd.identity), options=sshd.ssh_options())
+    transport = SshTransport(target, None)
+    root = remote.resolve_root(transport, str(tmp_path / "r"))
+    files = {f"{root}/a.txt": (b"one", 0o644), f"{root}/sub/b.sh": (b"#!/bin/sh\n", 0o755)}
+    assert remote.stage(transport, files) == sorted(files)
+    assert (tmp_path / "r" / "sub" / "b.sh").stat().st_mode & 0o777 == 0o755
+    assert remote.stage(transport, files) == []
+    files[f"{root}/a.txt"] = (b"two", 0o644)
+    assert remote.stage(transport, files) == [f"{root}/a.txt"]
+    assert (tmp_path / "r" / "a.txt").read_bytes() == b"two"
+
+
+def test_a_wrong_host_key_is_refused(tmp_path: Path, mlhome: Path, sshd: Sshd) -> None:
+    from mlrecipe.backends.slurm.transport import SshTarget
+
+    other = keygen(tmp_path / "other_host_key")
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {' '.join(other.split()[:2])}\n")
+    mlhome.mkdir(parents=True)
+    (mlhome / "config.yaml").write_text(sshd.config(known, remote_root=str(tmp_path / "remote")))
+    SshTarget(host=sshd.host, port=sshd.port, options=sshd.ssh_options(known)).close()  # no shared connection
+    result = cli(mlhome, "run", str(pipeline(tmp_path / "pipe", "echo hi", 1)), "-b", "slurm", timeout=60)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert f"the host key of {sshd.host} is not the one in known_hosts" in out and "Traceback" not in out
+    assert not (tmp_path / "remote").exists(), "nothing was staged"
+
+
+def test_an_unreachable_host_is_exit_1_naming_it(tmp_path: Path, mlhome: Path, sshd: Sshd) -> None:
+    configure(mlhome, sshd, tmp_path / "remote", ssh_port=str(free_port()))
+    result = cli(mlhome, "run", str(pipeline(tmp_path / "pipe", "echo hi", 1)), "-b", "slurm", timeout=60)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "cannot reach the Slurm login node root@127.0.0.1" in out and "Traceback" not in out
+
+
+def test_dry_run_prints_the_remote_script_and_the_staging_list(tmp_path: Path, mlhome: Path) -> None:
+    mlhome.mkdir(parents=True)
+    (mlhome / "config.yaml").write_text("slurm: {ssh_host: alice@login.invalid, remote_root: /scratch/alice/ml}\n")
+    pipe = pipeline(tmp_path / "pipe", "echo hi", 2)
+    shown = cli(mlhome, "run", str(pipe), "-b", "slurm", "--dry-run", timeout=60)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    step = "/scratch/alice/ml/releases/slurm/default/viassh/steps/work"
+    assert f"# ==> alice@login.invalid:{step}/job.sbatch (over ssh alice@login.invalid: sbatch" in shown.stdout
+    assert f"--output={step}/batch.log" in shown.stdout and str(mlhome) not in shown.stdout
+    assert "# staging to alice@login.invalid" in shown.stdout
+    assert "/scratch/alice/ml/pipelines/default/viassh/message.txt" in shown.stdout
+    assert f"{step}/step_runtime.py" in shown.stdout
