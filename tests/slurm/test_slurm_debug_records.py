@@ -24,8 +24,7 @@ SACCT = ("JobID|JobName|Partition|State|ExitCode|DerivedExitCode|Submit|Start|En
 
 
 def _answers(table: dict[tuple[str, ...], tuple[int, str, str]], asked: list[list[str]]):
-    def run(argv: list[str], slurm_conf: str | None, timeout: float = 30,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(argv: list[str], slurm_conf: str | None, **options: object) -> subprocess.CompletedProcess[str]:
         asked.append(argv)
         if argv[0] == "sacct" and ("sacct",) in table:
             code, out, err = table[("sacct",)]
@@ -67,8 +66,7 @@ def test_what_slurm_forgot_or_refuses_is_named(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(debug.shutil, "which", lambda name: None)
 
-    def silent(argv: list[str], slurm_conf: str | None, timeout: float = 30,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def silent(argv: list[str], slurm_conf: str | None, **options: object) -> subprocess.CompletedProcess[str]:
         raise TransientBackendError("scontrol show job -d 42 did not answer in 30s")
 
     monkeypatch.setattr(scontrol, "_run", silent)
