@@ -8,7 +8,7 @@ import yaml
 
 from mlrecipe.backends.host import jupyter
 from mlrecipe.helm.render import charts_root, render_chart
-from mlrecipe.spec import load_step_release
+from mlrecipe.spec.load import load_step_release
 
 HASH = "$apr1$abcdefgh$d0qlbYUD2bEPQoIswpXd0/"
 

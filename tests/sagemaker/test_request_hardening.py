@@ -201,4 +201,4 @@ def test_a_gpu_instance_with_a_cpu_image_is_a_warning_in_the_plan(tmp_path: Path
 
 def test_a_pvc_named_like_a_directory_is_refused_at_its_line(tmp_path: Path, mlhome: Path) -> None:
     recipe = _recipe(tmp_path, pvc=[{"name": "..", "mount_path": "/x"}])
-    _refused(_template(recipe, *LOCAL), mlhome, f"{recipe}:3: pvc[0].name: channel name '..' is a directory")
+    _refused(_template(recipe, *LOCAL), mlhome, f"{recipe}:3: pvc[0].name: String should match pattern")
