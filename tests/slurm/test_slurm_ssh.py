@@ -182,3 +182,18 @@ def test_dry_run_prints_the_remote_script_and_the_staging_list(tmp_path: Path, m
     assert "# staging to alice@login.invalid" in shown.stdout
     assert "/scratch/alice/ml/pipelines/default/viassh/message.txt" in shown.stdout
     assert f"{step}/step_runtime.py" in shown.stdout
+
+
+def test_doctor_checks_the_login_node_over_ssh(tmp_path: Path, mlhome: Path, sshd: Sshd,
+                                               slurm_cluster: Cluster) -> None:
+    configure(mlhome, sshd, tmp_path / "remote", slurm_cluster)
+    result = cli(mlhome, "doctor", "--backend", "slurm", "-o", "json", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = result.stdout
+    for name in ("ssh connection", "remote slurm commands", "remote python", "controller reachable", "partitions"):
+        assert name in text
+    assert f"ssh {sshd.host}: connected" in text and "python3 3." in text and "debug (2 usable)" in text
+    down = cli(mlhome, "doctor", "--backend", "slurm", "-B", f"ssh_port={free_port()}", "-o", "json", timeout=120)
+    assert down.returncode == 1, down.stdout + down.stderr
+    assert "cannot reach the Slurm login node root@127.0.0.1" in down.stdout and "skipped: no ssh connection" in \
+        down.stdout and "Traceback" not in down.stdout + down.stderr

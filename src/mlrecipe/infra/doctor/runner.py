@@ -26,7 +26,7 @@ def backend_overrides(backend: str, expressions: list[str] | None) -> dict[str, 
     own, others = split_options(backend, parse_backend_opts(expressions))
     issues = [SpecIssue(CLI_SOURCE, None, name, f"options of backend {name}: doctor checks one backend, "
                         f"{backend} (--backend {name} to check that one)") for name in others]
-    if own and backend != "sagemaker":
+    if own and backend not in ("sagemaker", "slurm"):
         issues.append(SpecIssue(CLI_SOURCE, None, ", ".join(own), f"the {backend} checks take no backend options "
                                 "(kubernetes: --context and --namespace)"))
     if issues:
@@ -36,16 +36,18 @@ def backend_overrides(backend: str, expressions: list[str] | None) -> dict[str, 
 
 def build_checks(backend: str, req: Requirements, context: str | None, namespace: str,
                  overrides: dict[str, Any] | None = None) -> list[Check]:
-    """The checks of ``backend`` (one module per backend, imported on demand); ``overrides``: the SageMaker
-    options from the command line, over the config file's."""
+    """The checks of ``backend`` (one module per backend, imported on demand); ``overrides``: the SageMaker or
+    Slurm options from the command line, over the config file's."""
     if backend == "local":
         from mlrecipe.infra.doctor import local
 
         return local.checks(req)
     if backend == "slurm":
+        from mlrecipe.backends.options import load_options
+        from mlrecipe.backends.slurm.options import SlurmOptions
         from mlrecipe.infra.doctor import slurm
 
-        return slurm.checks(req)
+        return slurm.checks(req, load_options(SlurmOptions, "slurm", overrides))
     if backend == "sagemaker":
         from mlrecipe.backends.options import load_options
         from mlrecipe.infra.doctor import sagemaker

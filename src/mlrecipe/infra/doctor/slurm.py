@@ -1,5 +1,9 @@
 """Checks for the Slurm backend: client tools, controller reachable (``scontrol ping``), usable
-partitions and GPUs per node (``sinfo``). Parsers are pure functions so recorded outputs test them."""
+partitions and GPUs per node (``sinfo``). Parsers are pure functions so recorded outputs test them.
+
+With ``slurm.ssh_host`` the same checks run on the login node through the backend's SSH transport, after
+checking the connection itself (host key, authentication), the remote Slurm commands and the remote Python.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,18 @@ import shutil
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mlrecipe.infra.doctor.base import Check, CheckResult
 from mlrecipe.infra.doctor.probes import CommandResult, run_command
 from mlrecipe.infra.doctor.requirements import GPU, Requirements
+
+if TYPE_CHECKING:
+    from mlrecipe.backends.slurm.options import SlurmOptions
+    from mlrecipe.backends.slurm.transport import SshTransport
+
+Runner = Callable[[list[str]], CommandResult]
+REMOTE_TOOLS = ("sbatch", "scontrol", "sinfo", "scancel", "squeue", "sacct")
 
 SINFO_FORMAT = "%N|%P|%a|%T|%c|%G"
 INSTALL_HINT = "apt-get install slurm-wlm (client tools), and point SLURM_CONF at your cluster's slurm.conf"
@@ -97,12 +109,13 @@ def partition_summary(nodes: list[SinfoNode]) -> dict[str, list[SinfoNode]]:
 class _Sinfo:
     """Runs sinfo once for all checks."""
 
-    def __init__(self) -> None:
+    def __init__(self, run: Runner | None = None) -> None:
         self._result: CommandResult | None = None
+        self._run = run
 
     def result(self) -> CommandResult:
         if self._result is None:
-            self._result = run_command(["sinfo", "-h", "-N", "-o", SINFO_FORMAT])
+            self._result = (self._run or run_command)(["sinfo", "-h", "-N", "-o", SINFO_FORMAT])
         return self._result
 
 
@@ -113,8 +126,8 @@ def _tools() -> CheckResult:
     return CheckResult.passed(f"scontrol, sinfo, sbatch at {shutil.which('scontrol')}")
 
 
-def _ping() -> CheckResult:
-    result = run_command(["scontrol", "ping"])
+def _ping(run: Runner | None = None) -> CheckResult:
+    result = (run or run_command)(["scontrol", "ping"])
     if result.returncode == 127:
         return CheckResult.failed("scontrol is not installed", INSTALL_HINT)
     up, summary = parse_scontrol_ping(result.stdout + result.stderr)
@@ -175,12 +188,88 @@ def _needs_tools(probe: Callable[[], CheckResult]) -> Callable[[], CheckResult]:
     return run
 
 
-def checks(req: Requirements) -> list[Check]:
-    """The Slurm backend's checks for ``req``."""
+def checks(req: Requirements, options: SlurmOptions | None = None) -> list[Check]:
+    """The Slurm backend's checks for ``req`` (through the login node when ``options`` name an ``ssh_host``)."""
+    if options is not None and options.ssh_host is not None:
+        return remote_checks(req, options)
     sinfo = _Sinfo()
     return [
         Check("slurm client tools", True, _tools),
         Check("controller reachable", True, _needs_tools(_ping)),
         Check("partitions", True, _needs_tools(lambda: _partitions(sinfo, req))),
         Check("GPUs per node", req.resources.get(GPU, 0) > 0, _needs_tools(lambda: _gpus(sinfo, req))),
+    ]
+
+
+def _remote_runner(transport: SshTransport) -> Runner:
+    """Runs a command on the login node; ssh's own failure is status 255 with its one-line reason."""
+    from mlrecipe.errors import BackendError
+
+    def run(argv: list[str]) -> CommandResult:
+        try:
+            done = transport.run(argv, timeout=30)
+        except BackendError as exc:
+            return CommandResult(255, "", str(exc))
+        return CommandResult(done.returncode, done.stdout, done.stderr)
+
+    return run
+
+
+def _connection(run: Runner, host: str) -> CheckResult:
+    result = run(["true"])
+    if result.returncode == 0:
+        return CheckResult.passed(f"ssh {host}: connected (host key verified by known_hosts; one shared connection)")
+    return CheckResult.failed(result.stderr.strip() or f"ssh {host} failed", "check that 'ssh " + host +
+                              " true' works without a prompt (agent or ssh_identity, known_hosts)")
+
+
+def _remote_tools(run: Runner, host: str) -> CheckResult:
+    result = run(["sh", "-c", "for t in \"$@\"; do command -v \"$t\" >/dev/null || echo \"$t\"; done",
+                  "mlrecipe-doctor", *REMOTE_TOOLS])
+    if result.returncode == 255:
+        return CheckResult.skip("skipped: no ssh connection")
+    missing = [t for t in result.stdout.split() if t not in ("sacct", "squeue")]
+    if result.returncode != 0 or missing:
+        return CheckResult.failed(f"not on the PATH of {host}: {', '.join(missing) or result.stderr.strip()}",
+                                  "load the Slurm module in the login shell's profile (non-interactive ssh)")
+    return CheckResult.passed(f"{', '.join(t for t in REMOTE_TOOLS if t not in result.stdout.split())} on {host}")
+
+
+def _remote_python(run: Runner, host: str) -> CheckResult:
+    result = run(["python3", "-c", "import sys; print(sys.version.split()[0]); sys.exit(sys.version_info < (3, 9))"])
+    if result.returncode == 255:
+        return CheckResult.skip("skipped: no ssh connection")
+    if result.returncode != 0:
+        return CheckResult.failed(f"python3 on {host}: {(result.stderr or result.stdout).strip() or 'too old'}",
+                                  "the step runtime needs python3 >= 3.9 on the nodes (slurm.images for venvs)")
+    return CheckResult.passed(f"python3 {result.stdout.strip()} on {host}")
+
+
+def remote_checks(req: Requirements, options: SlurmOptions) -> list[Check]:
+    """The checks through the login node ``options.ssh_host``."""
+    from mlrecipe.backends.slurm.transport import SshTransport
+
+    target = options.ssh_target()
+    assert target is not None
+    run = _remote_runner(SshTransport(target, options.slurm_conf))
+    sinfo = _Sinfo(run)
+    connected: list[bool] = []
+
+    def after_connection(probe: Callable[[], CheckResult]) -> Callable[[], CheckResult]:
+        def checked() -> CheckResult:
+            return probe() if connected and connected[0] else CheckResult.skip("skipped: no ssh connection")
+        return checked
+
+    def connection() -> CheckResult:
+        result = _connection(run, target.host)
+        connected.append(result.ok)
+        return result
+
+    return [
+        Check("ssh connection", True, connection),
+        Check("remote slurm commands", True, after_connection(lambda: _remote_tools(run, target.host))),
+        Check("remote python", True, after_connection(lambda: _remote_python(run, target.host))),
+        Check("controller reachable", True, after_connection(lambda: _ping(run))),
+        Check("partitions", True, after_connection(lambda: _partitions(sinfo, req))),
+        Check("GPUs per node", req.resources.get(GPU, 0) > 0, after_connection(lambda: _gpus(sinfo, req))),
     ]
