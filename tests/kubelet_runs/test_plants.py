@@ -43,6 +43,7 @@ def test_env_missing_from_the_launchers_x_list_fails(tmp_path: Path) -> None:
     assert "container launcher" in done.stdout and "KeyError: 'DATA_DIR'" in done.stdout
 
 
+@pytest.mark.slow
 def test_wrong_master_addr_fails(tmp_path: Path) -> None:
     """torchrun keeps retrying a master it cannot resolve (as on a cluster, for its rendezvous timeout): the harness's
     --timeout ends the run, naming the pod and the unresolvable name in its log."""

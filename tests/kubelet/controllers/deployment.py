@@ -61,14 +61,12 @@ class DeploymentController(Controller):
     def poll(self) -> Outcome | None:
         for pod in self.pods:
             if pod.done.is_set():
-                exited = pod.failure or None
-                summary = "a server's container exited before it was ready"
-                if exited is None:
-                    summary += " (exit code 0)"
-                    pod.failure = None
-                return self.failed(pod, summary) if exited else Outcome(
-                    False, self.workload, summary, pod.name, next(iter(pod.containers), None),
-                    pod.log_tail(next(iter(pod.containers), "")))
+                summary = "a server's container exited before every pod was ready"
+                if pod.failure is not None:
+                    return self.failed(pod, summary)
+                container = next(iter(pod.containers), None)
+                return Outcome(False, self.workload, summary + " (exit code 0)", pod.name, container,
+                               pod.log_tail(container) if container else "")
             if pod.running.is_set() and pod.name not in self.ready and self._pod_ready(pod):
                 self.ready.add(pod.name)
         if len(self.ready) == self.replicas:

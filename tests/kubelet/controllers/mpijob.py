@@ -194,6 +194,13 @@ class MPIJobController(Controller):
             return self.failed(self.launcher, "Failed: the launcher failed", self._worker_hints())
         return None
 
+    def timed_out(self, timeout: float) -> Outcome:
+        """As for any workload, but naming the launcher (whose mpirun waits) once it exists."""
+        if self.launcher is not None:
+            self.pods.remove(self.launcher)
+            self.pods.insert(0, self.launcher)
+        return super().timed_out(timeout)
+
     def stop(self) -> None:
         super().stop()
         shutil.rmtree(self.cluster.work_dir / "mpi" / self.name, ignore_errors=True)
