@@ -12,9 +12,10 @@ image's ENTRYPOINT/CMD from a small table (:mod:`tests.kubelet.images`) when the
 Covered kinds: batch ``Job`` (:mod:`.controllers.job`), ``PyTorchJob`` v1 as training-operator v1.9
 (:mod:`.controllers.pytorchjob`), ``MPIJob`` v2beta1 as mpi-operator v0.6.0 with real sshd on the workers and real
 ssh from the launcher's ``mpirun`` (:mod:`.controllers.mpijob`), ``Deployment`` with its ``Service`` and readiness
-probes (:mod:`.controllers.deployment`). Not covered (the run exits 1 naming the kind, before anything starts):
-``LeaderWorkerSet``, ``RayJob``, ``RayService``, ``RayCluster``, ``StatefulSet``, ``DaemonSet``, ``TrainJob``, bare
-``Pod``. Not acted on (said in a note): HorizontalPodAutoscaler, PodDisruptionBudget, RBAC, Kueue objects, PVCs.
+probes (:mod:`.controllers.deployment`), ``TrainJob`` as Kubeflow Trainer v2.3.0 and JobSet on its
+``torch-distributed`` runtime (:mod:`.controllers.trainjob`). Not covered (the run exits 1 naming the kind, before
+anything starts): ``LeaderWorkerSet``, ``RayJob``, ``RayService``, ``RayCluster``, ``StatefulSet``, ``DaemonSet``,
+bare ``Pod``. Not acted on (said in a note): HorizontalPodAutoscaler, PodDisruptionBudget, RBAC, Kueue objects, PVCs.
 
 Knowingly simpler than a cluster:
 

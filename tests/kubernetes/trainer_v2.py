@@ -19,6 +19,7 @@ import yaml
 from mlrecipe.helm.validate import crds_dir
 
 TRAINER_DIR = "kubeflow-trainer-v2.3.0"
+TRAINER_PORT = 29400
 PET_NAMES = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 
@@ -57,7 +58,9 @@ def _by_name(items: list[dict[str, Any]], patch: list[dict[str, Any]]) -> list[d
     return list(out.values())
 
 
-def _torch_nproc(trainer: dict[str, Any]) -> str:
+def torch_nproc(trainer: dict[str, Any]) -> str:
+    """``PET_NPROC_PER_NODE`` as the torch plugin sets it (numProcPerNode; else ``auto``, or with resources and no
+    GPU among the limits, the CPU limit, at least 1)."""
     if "numProcPerNode" in trainer:
         return str(trainer["numProcPerNode"])
     limits = (trainer.get("resourcesPerNode") or {}).get("limits")
@@ -98,22 +101,41 @@ def merged_runtime(job: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def v2_pod(job: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
-    """The pod spec of a TrainJob's node (rank aside), its container ``node`` as Trainer sets it."""
+def node_template(job: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
+    """The pod template of a TrainJob's nodes (replicated job ``node``), its container ``node`` as Trainer sets it:
+    the trainer fields, the torch plugin's PET_* env (``PET_NODE_RANK`` from the Job completion index annotation)
+    and container port 29400."""
     merged = merged_runtime(job, rt)
     rjob = next(r for r in merged["spec"]["template"]["spec"]["replicatedJobs"] if r["name"] == "node")
-    pod = copy.deepcopy(rjob["template"]["spec"]["template"]["spec"])
+    template = copy.deepcopy(rjob["template"]["spec"]["template"])
     trainer = job["spec"]["trainer"]
-    container = next(c for c in pod["containers"] if c["name"] == "node")
+    container = next(c for c in template["spec"]["containers"] if c["name"] == "node")
     for key in ("image", "command", "args"):
         if key in trainer:
             container[key] = trainer[key]
     if "resourcesPerNode" in trainer:
         container["resources"] = trainer["resourcesPerNode"]
     name = job["metadata"]["name"]
-    pet = {"PET_NNODES": str(trainer.get("numNodes", merged["spec"]["mlPolicy"].get("numNodes", 1))),
-           "PET_NPROC_PER_NODE": _torch_nproc(trainer), "PET_NODE_RANK": "<job completion index>",
-           "PET_MASTER_ADDR": f"{name}-node-0-0.{name}", "PET_MASTER_PORT": "29400"}
+    rank = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
     container["env"] = [*container.get("env", []), *trainer.get("env", []),
-                        *({"name": k, "value": v} for k, v in pet.items())]
+                        {"name": "PET_NNODES", "value": str(num_nodes(job, merged))},
+                        {"name": "PET_NPROC_PER_NODE", "value": torch_nproc(trainer)},
+                        {"name": "PET_NODE_RANK", "valueFrom": rank},
+                        {"name": "PET_MASTER_ADDR", "value": f"{name}-node-0-0.{name}"},
+                        {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)}]
+    container["ports"] = [*container.get("ports", []), {"containerPort": TRAINER_PORT}]
+    return template
+
+
+def num_nodes(job: dict[str, Any], rt: dict[str, Any]) -> int:
+    """The TrainJob's node count (its own, else the runtime's)."""
+    return int(job["spec"]["trainer"].get("numNodes", rt["spec"]["mlPolicy"].get("numNodes", 1)))
+
+
+def v2_pod(job: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a TrainJob's node (rank aside: ``PET_NODE_RANK`` shown as ``<job completion index>``)."""
+    pod = node_template(job, rt)["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "node")
+    container["env"] = [{"name": e["name"], "value": "<job completion index>"} if "valueFrom" in e
+                        and e["name"] == "PET_NODE_RANK" else e for e in container["env"]]
     return pod

@@ -95,9 +95,11 @@ from tests.kubelet.controllers.deployment import DeploymentController  # noqa: E
 from tests.kubelet.controllers.job import JobController  # noqa: E402
 from tests.kubelet.controllers.mpijob import MPIJobController  # noqa: E402
 from tests.kubelet.controllers.pytorchjob import PyTorchJobController  # noqa: E402
+from tests.kubelet.controllers.trainjob import TrainJobController  # noqa: E402
 
 COVERED: dict[str, type[Controller]] = {"Job": JobController, "PyTorchJob": PyTorchJobController,
-                                        "MPIJob": MPIJobController, "Deployment": DeploymentController}
+                                        "MPIJob": MPIJobController, "Deployment": DeploymentController,
+                                        "TrainJob": TrainJobController}
 NOT_COVERED = {
     "LeaderWorkerSet": "LeaderWorkerSet 0.8.0's leader/worker pods and LWS_* env are not emulated",
     "RayJob": "KubeRay 1.5.2's head/worker start commands and job submitter are not emulated",
@@ -105,7 +107,6 @@ NOT_COVERED = {
     "RayCluster": "KubeRay's head/worker start commands are not emulated",
     "StatefulSet": "no StatefulSet controller in the harness",
     "DaemonSet": "no DaemonSet controller in the harness",
-    "TrainJob": "Kubeflow Trainer v2 is not emulated",
     "Pod": "bare Pods are not run by the harness",
 }
 IGNORED = {"HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceAccount", "Role", "RoleBinding", "ClusterRole",
