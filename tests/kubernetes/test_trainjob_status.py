@@ -88,8 +88,10 @@ def test_auto_asks_the_cluster_once(crds: set[str], api: str, mlhome: Path) -> N
     runner.backend.use_client(fake)
     plan = runner.backend.plan(runner.spec.steps[0], runner.context)
     runner.backend.plan(runner.spec.steps[0], runner.context)
-    assert plan.workload() is not None
-    assert plan.workload()["kind"] == ("TrainJob" if api == "v2" else "PyTorchJob")
+    assert plan.workload_kind() == ("TrainJob" if api == "v2" else "PyTorchJob")
+    said = [n for n in plan.notes if n.startswith("training_api auto:")]
+    assert said == (["training_api auto: the cluster serves TrainJob (Kubeflow Trainer v2) and not PyTorchJob, so "
+                     "this step is a TrainJob"] if api == "v2" else [])
     assert [c for c in fake.calls if c[0] == "crds"] == [("crds", ",".join(training_api.CRD_VERSION))]
 
 

@@ -49,7 +49,11 @@ class KubernetesBackend(CollectsDebugRecords, Backend[KubernetesPlan, Kubernetes
         self._injected = client
 
     def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None = None) -> KubernetesPlan:
-        return render_step(step, ctx, env or {}, (self.training_api(), self.options.training_runtime))
+        plan = render_step(step, ctx, env or {}, (self.training_api(), self.options.training_runtime))
+        if self.options.training_api == "auto" and plan.workload_kind() == "TrainJob":
+            plan.notes.append("training_api auto: the cluster serves TrainJob (Kubeflow Trainer v2) and not "
+                              "PyTorchJob, so this step is a TrainJob")
+        return plan
 
     def training_api(self) -> str:
         """The training API the PyTorchJob charts render (:mod:`.training_api`); ``auto`` asks the cluster once,

@@ -152,7 +152,7 @@ class KubeClient:
             plural, group = name.split(".", 1)
             try:
                 listing = self._call(f"discovering {group}/{version}", api.get_api_resources, group, version,
-                                     _request_timeout=10)
+                                     _request_timeout=(3, 10))
             except ClusterError as exc:
                 if exc.status != 404:
                     raise

@@ -81,6 +81,10 @@ class KubernetesPlan(Plan):
             return f"http://{workload['metadata']['name']}-serve-svc.{self.namespace}.svc.cluster.local:8000"
         return None
 
+    def workload_kind(self) -> str | None:
+        """The kind of :meth:`workload` (``None`` without one)."""
+        return (self.workload() or {}).get("kind")
+
     def workload(self) -> dict[str, Any] | None:
         """The object whose status says how the step went (PyTorchJob, TrainJob, MPIJob, RayJob, Job, ...)."""
         for kind in ("PyTorchJob", "TrainJob", "MPIJob", "RayJob", "Job", "RayService", "LeaderWorkerSet",
