@@ -136,7 +136,7 @@ def test_staging_copies_only_what_changed(tmp_path: Path, sshd: Sshd) -> None:
 
     target = SshTarget(host=sshd.host, port=sshd.port, identity=str(sshd.identity), options=sshd.ssh_options())
     transport = SshTransport(target, None)
-    root = remote.resolve_root(transport, str(tmp_path / "r"))
+    root, _ = remote.resolve_root(transport, str(tmp_path / "r"))
     files = {f"{root}/a.txt": (b"one", 0o644), f"{root}/sub/b.sh": (b"#!/bin/sh\n", 0o755)}
     assert remote.stage(transport, files) == sorted(files)
     assert (tmp_path / "r" / "sub" / "b.sh").stat().st_mode & 0o777 == 0o755
@@ -197,3 +197,34 @@ def test_doctor_checks_the_login_node_over_ssh(tmp_path: Path, mlhome: Path, ssh
     assert down.returncode == 1, down.stdout + down.stderr
     assert "cannot reach the Slurm login node root@127.0.0.1" in down.stdout and "skipped: no ssh connection" in \
         down.stdout and "Traceback" not in down.stdout + down.stderr
+
+
+def test_one_round_trip_submission_detects_files_changed_on_the_cluster(tmp_path: Path, sshd: Sshd) -> None:
+    """The Stager's prelude unpacks only what it does not know there; a file changed behind its back stops the
+    command (StaleStaging) before it runs, and a fresh listing re-sends it."""
+    from mlrecipe.backends.slurm import remote
+    from mlrecipe.backends.slurm.transport import SshTarget, SshTransport, StaleStaging
+
+    target = SshTarget(host=sshd.host, port=sshd.port, identity=str(sshd.identity), options=sshd.ssh_options())
+    stager = remote.Stager(SshTransport(target, None))
+    root = tmp_path / "r"
+    files = {f"{root}/a.txt": (b"one", 0o644), f"{root}/b.txt": (b"two", 0o644)}
+    ran = tmp_path / "ran"
+    prelude, sent = stager.prelude(files, [])
+    assert sent == sorted(files)
+    stager.transport.run(["touch", str(ran)], prelude=prelude)
+    stager.staged(files)
+    assert (root / "a.txt").read_bytes() == b"one" and ran.exists()
+    files[f"{root}/b.txt"] = (b"three", 0o644)
+    prelude, sent = stager.prelude(files, [])
+    assert sent == [f"{root}/b.txt"]
+    (root / "a.txt").write_bytes(b"edited on the cluster")
+    ran.unlink()
+    with pytest.raises(StaleStaging):
+        stager.transport.run(["touch", str(ran)], prelude=prelude)
+    assert not ran.exists() and (root / "b.txt").read_bytes() == b"two", "nothing ran, nothing unpacked"
+    stager.forget()
+    prelude, sent = stager.prelude(files, [])
+    assert sent == sorted(files)
+    stager.transport.run(["touch", str(ran)], prelude=prelude)
+    assert (root / "a.txt").read_bytes() == b"one" and (root / "b.txt").read_bytes() == b"three" and ran.exists()

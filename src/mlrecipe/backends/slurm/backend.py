@@ -19,6 +19,7 @@ back into the local step directory (:mod:`.remote`); with it unset nothing diffe
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -34,9 +35,9 @@ from mlrecipe.backends.slurm.handle import SlurmHandle
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.plan import SlurmPlan
 from mlrecipe.backends.slurm.running import LogMirror, SlurmRunningStep
-from mlrecipe.backends.slurm.transport import SshTarget, SshTransport
+from mlrecipe.backends.slurm.transport import SshTarget, SshTransport, StaleStaging
 from mlrecipe.config import mlrecipe_home
-from mlrecipe.errors import ResourceError
+from mlrecipe.errors import ResourceError, SlurmError
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -84,14 +85,22 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
         return plan
 
     _remote_root: str | None = None  #: ``remote_root`` as the login node resolved it (once per process)
+    _stager: remote.Stager | None = None  #: what this process staged on the login node (:class:`remote.Stager`)
 
     def _transport(self, target: SshTarget) -> SshTransport:
         return SshTransport(target, self.options.slurm_conf)
 
     def _resolved(self, plan: SlurmPlan) -> remote.RemotePlan:
+        """The plan's remote side with ``remote_root`` resolved; the first time, in the same round trip, the
+        digests of the plan's files there (the :class:`remote.Stager`'s starting knowledge)."""
         assert plan.remote is not None
         if self._remote_root is None:
-            self._remote_root = remote.resolve_root(self._transport(plan.remote.target), self.options.remote_root)
+            prefix = plan.remote.root.rstrip("/") + "/"
+            relative = [p[len(prefix):] for p in plan.remote_files() if p.startswith(prefix)]
+            transport = self._transport(plan.remote.target)
+            self._remote_root, digests = remote.resolve_root(transport, self.options.remote_root, relative)
+            self._stager = remote.Stager(transport)
+            self._stager.known = digests
         return plan.remote.with_root(self._remote_root)
 
     def preflight(self, plan: SlurmPlan) -> list[str]:
@@ -134,13 +143,22 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
         """Stage what changed to the login node, then sbatch there (over the shared connection)."""
         assert plan.remote is not None
         resolved = self._resolved(plan)
-        staged = SlurmPlan(**{**plan.__dict__, "remote": resolved})
-        transport = self._transport(resolved.target)
+        files = SlurmPlan(**{**plan.__dict__, "remote": resolved}).remote_files()
+        if self._stager is None:
+            self._stager = remote.Stager(self._transport(resolved.target))
         dirs = [resolved.map_path(plan.step_dir), *(resolved.map_path(m.source) for m in plan.mounts)]
-        remote.stage(transport, staged.remote_files(), dirs)
-        if plan.url_file is not None:
-            transport.run(["rm", "-f", resolved.map_path(plan.url_file)])
-        return scontrol.sbatch(resolved.map_path(plan.script_path), extra, conf, plan.secret_env, ssh=resolved.target)
+        clear = f"rm -f -- {shlex.quote(resolved.map_path(plan.url_file))}\n" if plan.url_file is not None else ""
+        for _ in range(2):
+            prelude, _sent = self._stager.prelude(files, dirs)
+            try:
+                job_id = scontrol.sbatch(resolved.map_path(plan.script_path), extra, conf, plan.secret_env,
+                                         ssh=resolved.target, prelude=prelude + clear)
+            except StaleStaging:
+                self._stager.forget()  # someone changed the files there: list the digests again
+                continue
+            self._stager.staged(files)
+            return job_id
+        raise SlurmError(f"the files staged on {resolved.target.host} kept changing while submitting")
 
     def _submit_chain(self, plan: SlurmPlan, ctx: ReleaseContext, conf: str | None) -> tuple[str, list[str]]:
         entries = chain.load(ctx)

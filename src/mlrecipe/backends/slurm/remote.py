@@ -5,15 +5,22 @@ release's state directory keeps its path relative to ``$MLRECIPE_HOME`` (``relea
 and pvc volumes under ``volumes/``), the pipeline directory becomes ``pipelines/<ns>/<release>/``. The batch
 script is the local one with those two prefixes replaced.
 
-Staging compares digests: one ``sha256sum`` on the login node lists what is there, and one ``tar -x`` stream
-over the same connection carries only the files whose sha256 differs (coreutils and tar are on every login
-node; rsync often is not, and would need its own connection setup). Logs come back the same way: each poll
-appends to the local ``batch.log`` / ``node-<rank>.log`` what grew on the cluster since (``tail -c +N``), so
-``logs -f`` on the laptop follows the nodes.
+Staging compares sha256 digests (coreutils' ``sha256sum``, ``base64`` and ``tar`` are on every login node;
+rsync often is not, and each rsync run is its own round trip). A :class:`Stager` lists the digests on the
+login node once per process (riding on the round trip that resolves ``remote_root``), then every
+submission is ONE round trip: a script on ssh's stdin that checks (``sha256sum -c``) that the files
+staged before are unchanged, unpacks only the files whose digest differs (a base64 tar), and runs
+sbatch. A command's first step thus costs two round trips, the next ones one. Should a checked file have
+changed on the cluster, nothing is submitted and the stager lists again and re-sends.
+
+Logs come back over the same connection: each poll appends to the local ``batch.log`` /
+``node-<rank>.log`` what grew on the cluster since (``tail -c +N``), so ``logs -f`` on the laptop
+follows the nodes.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import shlex
@@ -21,7 +28,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlrecipe.backends.slurm.transport import SshTarget, SshTransport
+from mlrecipe.backends.slurm.transport import STALE_MARK, STALE_STATUS, SshTarget, SshTransport
 from mlrecipe.errors import SlurmError
 
 #: Files of the pipeline directory larger than this are not staged (a data set belongs on a pvc volume).
@@ -86,45 +93,98 @@ def pipeline_files(directory: Path) -> list[Path]:
     return out
 
 
-def resolve_root(transport: SshTransport, root: str) -> str:
-    """``remote_root`` as an absolute path on the login node (created if missing)."""
+def resolve_root(transport: SshTransport, root: str, relative: list[str] | None = None) -> tuple[str, dict[str, str]]:
+    """``remote_root`` as an absolute path on the login node (created if missing), and in the same round trip
+    the sha256 of each ``relative`` path under it that exists there (keyed by absolute path)."""
     spelled = f'"$HOME"/{shlex.quote(root[2:])}' if root.startswith("~/") else (
         '"$HOME"' if root == "~" else shlex.quote(root))
-    result = transport.run_script(f"set -e\nmkdir -p {spelled}\ncd {spelled}\npwd -P\n")
-    lines = result.stdout.strip().splitlines()
+    sums = "".join(f"sha256sum -- {shlex.quote(r)} 2>/dev/null || true\n" for r in relative or [])
+    result = transport.run_script(f"set -e\nmkdir -p {spelled}\ncd {spelled}\npwd -P\n{sums}", timeout=60)
+    lines = result.stdout.splitlines()
     if result.returncode != 0 or not lines:
         raise SlurmError(f"cannot create remote_root {root} on {transport.remote.host if transport.remote else '?'}: "
                          f"{result.stderr.strip()}")
-    return lines[-1]
+    resolved = lines[0]
+    digests = {}
+    for line in lines[1:]:
+        sha, _, name = line.partition("  ")
+        digests[f"{resolved}/{name}"] = sha
+    return resolved, digests
 
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def stage(transport: SshTransport, files: dict[str, tuple[bytes, int]], dirs: list[str] | None = None) -> list[str]:
-    """Copy to the login node the files whose sha256 differs there; create ``dirs``. Returns the copied paths."""
-    paths = sorted(files)
-    check = "".join(f"sha256sum -- {shlex.quote(p)} 2>/dev/null || true\n" for p in paths)
+def remote_digests(transport: SshTransport, paths: list[str]) -> dict[str, str]:
+    """The sha256 of each of ``paths`` that exists on the login node (one round trip)."""
     there: dict[str, str] = {}
-    if paths:
-        listed = transport.run_script(check, timeout=60)
-        for line in listed.stdout.splitlines():
-            sha, _, name = line.partition("  ")
-            there[name] = sha
-    changed = [p for p in paths if there.get(p) != digest(files[p][0])]
-    mkdirs = sorted(set(dirs or []) | {str(Path(p).parent) for p in changed})
-    if not changed and not mkdirs:
-        return []
+    if not paths:
+        return there
+    check = "".join(f"sha256sum -- {shlex.quote(p)} 2>/dev/null || true\n" for p in paths)
+    for line in transport.run_script(check, timeout=60).stdout.splitlines():
+        sha, _, name = line.partition("  ")
+        there[name] = sha
+    return there
+
+
+def _tar(files: dict[str, tuple[bytes, int]], paths: list[str]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for p in changed:
+        for p in paths:
             data, mode = files[p]
             info = tarfile.TarInfo(p.lstrip("/"))
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class Stager:
+    """What this process knows is staged on one login node (path -> sha256), and the staging prelude from it."""
+
+    def __init__(self, transport: SshTransport) -> None:
+        self.transport = transport
+        self.known: dict[str, str] | None = None
+
+    def prelude(self, files: dict[str, tuple[bytes, int]], dirs: list[str]) -> tuple[str, list[str]]:
+        """Shell lines that check the unchanged files, create ``dirs`` and unpack the rest; and the paths sent."""
+        if self.known is None:
+            self.known = remote_digests(self.transport, sorted(files))
+        unchanged = [p for p in sorted(files) if self.known.get(p) == digest(files[p][0])]
+        sent = [p for p in sorted(files) if p not in unchanged]
+        lines = []
+        if unchanged:
+            sums = "".join(f"{self.known[p]}  {p}\n" for p in unchanged)
+            lines.append(f"sha256sum -c --status - <<'MLRECIPE_SUMS' || {{ echo '{STALE_MARK}: staged files changed "
+                         f"on the login node' >&2; exit {STALE_STATUS}; }}\n{sums}MLRECIPE_SUMS")
+        mkdirs = sorted(set(dirs) | {str(Path(p).parent) for p in sent})
+        if mkdirs:
+            lines.append(f"mkdir -p -- {' '.join(shlex.quote(d) for d in mkdirs)}")
+        if sent:
+            encoded = base64.encodebytes(_tar(files, sent)).decode()
+            lines.append(f"base64 -d <<'MLRECIPE_TAR' | tar -x -o -m -f - -C /\n{encoded}MLRECIPE_TAR")
+        return "\n".join(lines) + "\n", sent
+
+    def staged(self, files: dict[str, tuple[bytes, int]]) -> None:
+        """The prelude ran: the login node holds ``files``."""
+        if self.known is not None:
+            self.known.update({p: digest(data) for p, (data, _) in files.items()})
+
+    def forget(self) -> None:
+        self.known = None
+
+
+def stage(transport: SshTransport, files: dict[str, tuple[bytes, int]], dirs: list[str] | None = None) -> list[str]:
+    """Copy to the login node the files whose sha256 differs there; create ``dirs``. Returns the copied paths
+    (two round trips: the digests, then one tar stream; a submission uses :class:`Stager` instead)."""
+    paths = sorted(files)
+    there = remote_digests(transport, paths)
+    changed = [p for p in paths if there.get(p) != digest(files[p][0])]
+    mkdirs = sorted(set(dirs or []) | {str(Path(p).parent) for p in changed})
+    if not changed and not mkdirs:
+        return []
     make = f"mkdir -p -- {' '.join(shlex.quote(d) for d in mkdirs)}" if mkdirs else "true"
-    result = transport.run_bytes(["sh", "-c", f"set -e; {make}; tar -x -o -m -f - -C /"], buffer.getvalue(),
+    result = transport.run_bytes(["sh", "-c", f"set -e; {make}; tar -x -o -m -f - -C /"], _tar(files, changed),
                                  timeout=300)
     if result.returncode != 0:
         raise SlurmError(f"staging to {transport.remote.host if transport.remote else '?'} failed: "

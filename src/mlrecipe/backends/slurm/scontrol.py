@@ -31,16 +31,18 @@ NEVER_RUNS = frozenset({"DependencyNeverSatisfied"})
 _FIELD = re.compile(r"(\w[\w/:]*)=(\S*)")
 
 
-def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30,
-         env: dict[str, str] | None = None, ssh: SshTarget | None = None) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30, env: dict[str, str] | None = None,
+         ssh: SshTarget | None = None, prelude: str = "") -> subprocess.CompletedProcess[str]:
     """Run a Slurm client command here, or on the login node when ``ssh`` is given (:mod:`.transport`)."""
-    return transport_for(ssh, slurm_conf).run(argv, timeout, env)
+    return transport_for(ssh, slurm_conf).run(argv, timeout, env, prelude)
 
 
 def sbatch(script: Path | str, extra: list[str] | None = None, slurm_conf: str | None = None,
-           env: dict[str, str] | None = None, ssh: SshTarget | None = None) -> str:
-    """Submit ``script``; return the job id. ``env`` joins the environment the job inherits (``--export=ALL``)."""
-    result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf, env=env, ssh=ssh)
+           env: dict[str, str] | None = None, ssh: SshTarget | None = None, prelude: str = "") -> str:
+    """Submit ``script``; return the job id. ``env`` joins the environment the job inherits (``--export=ALL``).
+    Over ``ssh``, ``prelude`` (the staging of the job's files) runs first in the same round trip."""
+    result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf, env=env, ssh=ssh,
+                  prelude=prelude)
     if result.returncode != 0:
         raise SlurmError(f"sbatch failed: {(result.stderr or result.stdout).strip()}")
     return result.stdout.strip().split(";")[0]

@@ -29,6 +29,13 @@ from mlrecipe.errors import SlurmError, TransientBackendError
 
 #: ssh's exit status for its own failures (connection refused or dropped, authentication, host key).
 SSH_FAILED = 255
+#: A staging prelude's status when the login node's files no longer have the digests mlrecipe staged.
+STALE_STATUS = 97
+STALE_MARK = "mlrecipe-stale-staging"
+
+
+class StaleStaging(SlurmError):
+    """Files staged earlier changed on the login node: stage again (nothing was submitted)."""
 CONTROL_PERSIST_SECONDS = 60
 
 
@@ -85,8 +92,10 @@ class Transport:
         self.slurm_conf = slurm_conf
 
     def run(self, argv: list[str], timeout: float = 30, env: dict[str, str] | None = None,
-            stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-        """Run ``argv`` with ``env`` added to its environment; a command that cannot start is a SlurmError."""
+            prelude: str = "") -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` with ``env`` added to its environment; a command that cannot start is a SlurmError.
+        ``prelude``: shell lines run first on a login node (staging); none here."""
+        assert not prelude, "a prelude runs on a login node only"
         full = {**os.environ, **(env or {})}
         if self.slurm_conf:
             full["SLURM_CONF"] = self.slurm_conf
@@ -111,8 +120,8 @@ class SshTransport(Transport):
         super().__init__(slurm_conf)
         self.remote = target
 
-    def script(self, argv: list[str], env: dict[str, str] | None = None) -> str:
-        lines = ["set -e"]
+    def script(self, argv: list[str], env: dict[str, str] | None = None, prelude: str = "") -> str:
+        lines = ["set -e", *([prelude.rstrip("\n")] if prelude else [])]
         if self.slurm_conf:
             lines.append(f"export SLURM_CONF={shlex.quote(self.slurm_conf)}")
         lines += [f"export {k}={shlex.quote(v)}" for k, v in (env or {}).items()]
@@ -120,8 +129,12 @@ class SshTransport(Transport):
         return "\n".join(lines) + "\n"
 
     def run(self, argv: list[str], timeout: float = 30, env: dict[str, str] | None = None,
-            stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
-        return self.run_script(self.script(argv, env), timeout)
+            prelude: str = "") -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` on the login node after ``prelude``; a prelude that found stale files raises StaleStaging."""
+        result = self.run_script(self.script(argv, env, prelude), timeout if not prelude else max(timeout, 300))
+        if prelude and result.returncode == STALE_STATUS and STALE_MARK in result.stderr:
+            raise StaleStaging(result.stderr.strip())
+        return result
 
     def run_script(self, script: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         """Run a shell script on the login node (its exit status is the script's; ssh's own failure raises)."""
