@@ -185,3 +185,12 @@ def test_a_recipe_setting_a_variable_trainer_sets_is_refused_under_v2(chart: str
     assert render_chart(charts_root() / chart, values, "r", "ns"), "v1 renders it"
     with pytest.raises(ChartRenderError, match=r"train\.env sets PET_MASTER_PORT: with training_api v2"):
         render_chart(charts_root() / chart, {**values, "mlrecipe-lib": {"training_api": "v2"}}, "r", "ns")
+
+
+def test_plain_helm_values_naming_an_unknown_training_api_are_refused() -> None:
+    from mlrecipe.helm import render_chart
+    from mlrecipe.helm.render import ChartRenderError, charts_root
+
+    values = {"image": "img:1", "train": {"command": ["python3", "train.py"]}, "mlrecipe-lib": {"training_api": "v3"}}
+    with pytest.raises(ChartRenderError, match="training_api"):
+        render_chart(charts_root() / "training/pytorchjob-distributed", values, "r", "ns")

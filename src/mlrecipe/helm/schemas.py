@@ -86,7 +86,16 @@ PROBE = obj(
 
 COMMON: dict[str, Any] = {
     "global": {"type": "object"},
-    "mlrecipe-lib": {"type": "object"},
+    "mlrecipe-lib": {
+        "type": "object",
+        "properties": {
+            "training_api": {"type": ["string", "null"], "enum": ["v1", "v2", None],
+                             "description": "v2: the PyTorchJob charts render a Kubeflow Trainer v2 TrainJob."},
+            "training_runtime": {"type": ["string", "null"], "minLength": 1,
+                                 "description": "The ClusterTrainingRuntime a TrainJob references."},
+        },
+        "description": "Filled by mlrecipe: pipeline_env, secret_env, training_api, training_runtime.",
+    },
     "image": {
         "anyOf": [S, obj({"name": S, "pull_policy": S})],
         "description": "Image, or {name, pull_policy}.",
