@@ -35,6 +35,7 @@ INFERENCE = textwrap.dedent('''
     def output_fn(prediction, accept):
         return json.dumps({"outputs": prediction, "model_dir": os.environ["SM_MODEL_DIR"]}), "application/json"
 ''')
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)  # the workshop posts images as application/x-image
 FAILING = "def model_fn(model_dir):\n    raise RuntimeError('weights are corrupt')\n"
 
 
@@ -94,11 +95,15 @@ def test_endpoint_serves_the_archives_handler_and_is_gone_after_delete(client: L
     with urllib.request.urlopen(request, timeout=10) as resp:
         assert resp.headers["Content-Type"] == "application/json"
         assert json.loads(resp.read()) == {"outputs": [3.0, 6.0], "model_dir": "/opt/ml/model"}
-    bad = urllib.request.Request(f"{base}/invocations", data=b"1,2", method="POST",
-                                 headers={"Content-Type": "text/csv"})
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(bad, timeout=10)
-    assert err.value.code == 500 and b"text/csv" in err.value.read()
+    for content_type, body, code in (("text/csv", b"1,2", 415), ("application/x-image", PNG, 415),
+                                     ("application/json", b'{"inputs": ', 400)):
+        bad = urllib.request.Request(f"{base}/invocations", data=body, method="POST",
+                                     headers={"Content-Type": content_type})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(bad, timeout=10)
+        answer = err.value.read().decode()  # one line for the caller; the traceback is the server's log
+        assert err.value.code == code and answer.count("\n") == 1 and "Traceback" not in answer, answer
+        assert content_type in answer if code == 415 else answer.startswith("the request body cannot be read: ")
     arn = out["EndpointArn"]
     assert client.list_tags(ResourceArn=arn)["Tags"] == [{"Key": "mlrecipe/release", "Value": "r"}]
     server = json.loads((tmp_path / "sm" / "endpoints" / "digits" / "endpoint.json").read_text())["server"]

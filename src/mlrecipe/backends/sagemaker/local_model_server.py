@@ -28,7 +28,22 @@ CSV = "text/csv"
 
 
 class UnsupportedType(ValueError):
-    """A content type or accept the handler cannot serve (HTTP 415 / 406)."""
+    """A content type (from ``input_fn``: HTTP 415) or accept (from ``output_fn``: HTTP 406) the handler cannot
+    serve."""
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line (a client sees this; the traceback goes to the server's log)."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}"[:512] if message else type(exc).__name__
+
+
+def refuses_type(exc: BaseException, content_type: str) -> bool:
+    """Whether ``input_fn``'s error refuses the content type (HTTP 415): ours, the SageMaker inference toolkit's
+    ``UnsupportedFormatError``, or any error whose message names the type (``assert content_type == JSON,
+    content_type``; ``ValueError(f"unsupported {content_type}")``)."""
+    return (isinstance(exc, UnsupportedType) or type(exc).__name__ == "UnsupportedFormatError"
+            or (bool(content_type) and content_type in str(exc)))
 
 
 def default_model_fn(model_dir: str):
@@ -133,12 +148,21 @@ def make_server(model_dir: Path) -> ThreadingHTTPServer:
             accept = default_accept if accept == "*/*" else accept
             try:
                 data = handler["input_fn"](body, content_type)
+            except Exception as exc:
+                traceback.print_exc()
+                if refuses_type(exc, content_type):
+                    self._reply(415, f"unsupported content type {content_type}: {one_line(exc)}\n".encode())
+                else:
+                    self._reply(400, f"the request body cannot be read: {one_line(exc)}\n".encode())
+                return
+            try:
                 out = handler["output_fn"](handler["predict_fn"](data, model), accept)
             except UnsupportedType as exc:
-                self._reply(415, str(exc).encode())
+                self._reply(406, f"{one_line(exc)}\n".encode())
                 return
-            except Exception:  # the model's error goes back to the caller, as SageMaker's containers do
-                self._reply(500, traceback.format_exc().encode())
+            except Exception as exc:  # one line to the caller, the traceback to the server's log
+                traceback.print_exc()
+                self._reply(500, f"{one_line(exc)}\n".encode())
                 return
             if isinstance(out, tuple):
                 out, accept = out
