@@ -178,6 +178,14 @@ def run_loops_at_once(work: Path, shards: list[Path], tokenizer: Path, processes
             sum(f["tokens"] for f in figures))
 
 
+#: Linux keeps a process's peak RSS across exec, so a rank forked from this (large) process, or a wrapper forked
+#: from it, would report this process's peak: each rank is started by a small interpreter that writes the peak RSS
+#: of its children only (the rank, forked from the small wrapper) to the file named by its first argument.
+RSS_WRAPPER = [sys.executable, "-S", "-c", "import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]); "
+               "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+               "sys.exit(code)"]
+
+
 def write_large_file(path: Path, megabytes: float) -> tuple[int, int]:
     """One ``.jsonl`` of about ``megabytes`` MB: the sample corpus's documents as ``{"text": ...}`` lines, dealt over
     and over, streamed to disk; (bytes, documents)."""
@@ -201,22 +209,22 @@ def run_large(work: Path, source: Path, tokenizer: Path, ranks: int, split: str)
     data = work / f"data-{ranks}-{split}"
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
-    os.link(source, data / "00.jsonl") if source.stat().st_dev == data.stat().st_dev else \
-        shutil.copyfile(source, data / "00.jsonl")
+    os.link(source, data / "00.jsonl")  # the same file system: no copy
     args = [sys.executable, str(PREPARE), "--file-numbers", "0", "--data-dir", str(data), "--tokenizer-dir",
             str(tokenizer), "--append-eod", "--stages", "preprocess", "--shard-suffix", ".jsonl", "--split-size", split]
     run = f"bench-{time.monotonic_ns()}"
     logs = [work / f"rank-{rank}.log" for rank in range(ranks)]
     start = time.perf_counter()
-    procs = [subprocess.Popen(args, env=_env(rank, ranks, run), stdout=subprocess.DEVNULL, stderr=log.open("w"))
-             for rank, log in zip(range(ranks), logs, strict=True)]
+    peaks = [work / f"rank-{rank}.maxrss" for rank in range(ranks)]
+    procs = [subprocess.Popen([*RSS_WRAPPER, str(peak), *args], env=_env(rank, ranks, run), stdout=subprocess.DEVNULL,
+                              stderr=log.open("w")) for rank, log, peak in zip(range(ranks), logs, peaks, strict=True)]
     rss, cpu = [], []
     for proc, log in zip(procs, logs, strict=True):
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode:
             raise SystemExit(f"prepare.py failed: {log.read_text()[-2000:]}")
-        rss.append(usage.ru_maxrss * 1024)
+        rss.append(int(peaks[len(rss)].read_text()) * 1024)  # KiB on Linux
         cpu.append(usage.ru_utime + usage.ru_stime)
     wall = time.perf_counter() - start
     manifest = json.loads((data / "manifest.json").read_text())
@@ -276,16 +284,19 @@ def large_file(args: argparse.Namespace, work: Path) -> int:
           f"ranges of {args.range_mb} MB; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median of "
           f"{args.repeats} run(s); every run's .bin/.idx identical")
     median = {name: statistics.median(r["seconds"] for r in runs) for name, runs in results.items()}
+    cpu = {name: statistics.median(r["cpu"] for r in runs) for name, runs in results.items()}
     for name, (ranks, _) in configs.items():
         workers = max(ranks, 1)
         seconds = median[name]
         rss = max(r["rss"] for r in results[name])
         print(f"  {name:20s} {seconds:7.2f} s  {size / 1e6 / seconds:6.2f} MB/s ({size / 1e6 / seconds / workers:5.2f} "
               f"per worker)  {docs / seconds:7.0f} documents/s ({docs / seconds / workers:6.0f} per worker)"
-              + (f"  peak RSS {rss / 2**20:6.1f} MiB" if rss else ""))
+              + (f"  peak RSS {rss / 2**20:6.1f} MiB, busiest rank {cpu[name]:.2f} CPU s" if rss else ""))
     print(f"2 ranks / single-process path: {median['single-process path'] / median['2 ranks, ranges']:.2f}x; "
           f"2 ranks / 1 rank with ranges: {median['1 rank, ranges'] / median['2 ranks, ranges']:.2f}x  "
           f"(target >= 1.8x on 2 cores)")
+    print(f"the same on idle cores (busiest rank's CPU s): {cpu['single-process path'] / cpu['2 ranks, ranges']:.2f}x "
+          f"and {cpu['1 rank, ranges'] / cpu['2 ranks, ranges']:.2f}x")
     print(f"single-process path / megatron-core loop: "
           f"{median['megatron-core loop'] / median['single-process path']:.2f}x  (target >= 1.0x per worker)")
     for name, ranks, split in (("single-process path", 1, str(10 * small_size)), ("2 ranks, ranges", 2, ranged)):
