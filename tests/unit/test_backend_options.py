@@ -57,7 +57,7 @@ def test_options_and_config_schema_commands(mlhome: Path) -> None:
     schema = subprocess.run([str(BIN / "mlrecipe"), "schema", "config"], capture_output=True, text=True,
                             env=cli_env(mlhome), timeout=60)
     doc = json.loads(schema.stdout)
-    assert set(doc["properties"]) == set(BACKENDS)
+    assert set(doc["properties"]) == set(BACKENDS) | {"watchdog"}  # one section per backend, and the step defaults
     assert doc["properties"]["slurm"]["properties"]["partition"]["description"]
 
 
