@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mlrecipe_scripts.megatron.data import merge
 from mlrecipe_scripts.megatron.data.documents import lines, range_lines
+from mlrecipe_scripts.megatron.data.indexed import IndexedWriter, PartWriter
 from mlrecipe_scripts.megatron.data.ranges import assigned, cut
 from tests.frameworks.megatron_data import Corpus, clean_env, make_corpus, prepare_command, stage_shards
 
@@ -41,6 +43,30 @@ def test_consecutive_ranges_give_every_line_once_in_order_whatever_the_cut_point
     assert len(cut(100, 1000, 3)) == 3 and len(cut(2, 1, 8)) == 2  # at least one range per rank, at most one per byte
     pieces = cut(1000, 10, 1)
     assert [p.index for r in range(3) for p in assigned(pieces, r, 3)] == list(range(100))
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int32])
+def test_parts_written_at_their_offsets_by_any_rank_in_any_order_equal_one_writer(tmp_path: Path, dtype: type) -> None:
+    rng = np.random.default_rng(1)
+    docs = [rng.integers(0, 60000, size=int(n)) for n in rng.integers(1, 400, size=90)]
+    whole = IndexedWriter(tmp_path / "whole.bin", np.dtype(dtype))
+    for doc in docs:
+        whole.add_document(doc)
+    whole.finalize(tmp_path / "whole.idx")
+    bounds = [0, 0, 17, 17, 60, 90]  # 5 ranges, two of them without documents
+    sizes, parts = [], []
+    for i in range(5):
+        part = PartWriter(tmp_path / f"r{i}.bin", tmp_path / f"r{i}.len", np.dtype(dtype))
+        for doc in docs[bounds[i]:bounds[i + 1]]:
+            part.add_document(doc)
+        part.finalize()
+        sizes.append(merge.PartSize(bounds[i + 1] - bounds[i], (tmp_path / f"r{i}.bin").stat().st_size))
+        parts.append((i, tmp_path / f"r{i}.bin", tmp_path / f"r{i}.len"))
+    where = merge.layout(sizes)
+    for mine in ([parts[4], parts[3]], [parts[0]], [parts[2], parts[1]]):  # 3 ranks, the last range's first
+        merge.write_parts(tmp_path / "merged.bin", tmp_path / "merged.idx", np.dtype(dtype), where, 5, mine)
+    assert (tmp_path / "merged.bin").read_bytes() == (tmp_path / "whole.bin").read_bytes()
+    assert (tmp_path / "merged.idx").read_bytes() == (tmp_path / "whole.idx").read_bytes()
 
 
 def _reference(corpus: Corpus, number: int, folder: Path) -> tuple[bytes, bytes]:
