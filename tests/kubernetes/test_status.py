@@ -82,3 +82,15 @@ def test_a_failed_condition_wins_over_success_and_unknown_words_say_nothing() ->
     assert workload_outcome({"kind": "Job", "status": {"conditions": conds[2:]}}) is None
     assert [pod_state({"status": {"phase": p}}) for p in ("Running", "Pending", "Unknown")] == ["running", "pending",
                                                                                              None]
+
+
+def test_a_containers_termination_message_is_in_the_reason() -> None:
+    """The step runtime's watchdog writes its hang reason to /dev/termination-log; the reason shows it."""
+    pods = load("pods-job-exit")["items"]
+    state = pods[0]["status"]["containerStatuses"][0]["state"]
+    state["terminated"] = {**state["terminated"], "exitCode": 124,
+                           "message": "hang: no progress for 10m; stacks in /efs/home/r/logs/train/hang-1\nmore"}
+    outcome = step_outcome(load("job-failed"), pods)
+    assert outcome is not None and outcome.exit_code == 124
+    assert "exit code 124: hang: no progress for 10m; stacks in /efs/home/r/logs/train/hang-1" in outcome.message
+    assert "more" not in outcome.message

@@ -103,7 +103,9 @@ def pod_problems(pod: dict[str, Any]) -> list[tuple[int | None, int | None, str]
         elif term and term.get("exitCode", 0) != 0:
             code = int(term["exitCode"])
             reason = term.get("reason") or "Error"
-            out.append((rank, code, f"pod {name} container {cs.get('name')}: {reason}, exit code {code}"))
+            told = (term.get("message") or "").strip().splitlines()  # the container's termination message
+            said = f": {told[0]}" if told else ""
+            out.append((rank, code, f"pod {name} container {cs.get('name')}: {reason}, exit code {code}{said}"))
     return out
 
 
