@@ -115,3 +115,36 @@ def test_model_data_may_be_a_directory_in_local_mode(tmp_path: Path, mlhome: Pat
             assert json.loads(answer.read()) == {"predictions": [10]}
     finally:
         backend.cancel_handle(running.handle)
+
+
+def test_a_truncated_archive_fails_at_once_and_uninstall_removes_every_record(tmp_path: Path, mlhome: Path) -> None:
+    """Issue 41 R1 through the CLI: the step fails with the one-line reason (no ``Aborted!``), a re-run fails again
+    at once instead of adopting a dead endpoint, and ``uninstall`` removes the endpoint, config and model, also
+    those of a submission that failed part way (no handle in the state: found by their tags)."""
+    from tests.integration.helpers import cli
+
+    whole = Path(archive(tmp_path / "model.tar.gz", HANDLER + "#" * 200_000).removeprefix("file://")).read_bytes()
+    (tmp_path / "model.tar.gz").write_bytes(whole[:len(whole) // 2])
+    pipeline = tmp_path / "pipeline.yaml"
+    url = (tmp_path / "model.tar.gz").as_uri()
+    pipeline.write_text("release: cut\nsteps:\n  - {name: endpoint, chart: serving/sagemaker-endpoint, backend: "
+                        f"sagemaker, values: {{sagemaker: {{model_data: '{url}'}}}}}}\n")
+    mlhome.mkdir(parents=True)
+    (mlhome / "config.yaml").write_text("sagemaker: {mode: local, poll_seconds: 0.2}\n")
+    stores = [mlhome / "sagemaker-local" / kind for kind in ("endpoints", "endpoint-configs", "models")]
+    for attempt in (1, 2):
+        result = cli(mlhome, "run", str(pipeline), timeout=120)  # the bound only stops a run that would wait
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "Aborted!" not in result.stderr and "Traceback" not in result.stdout + result.stderr
+        assert "is Failed: the model archive" in result.stdout and "cannot be read" in result.stdout, attempt
+    [line] = [ln for ln in cli(mlhome, "status", "cut").stdout.splitlines() if "endpoint " in ln]
+    assert "cannot be read" in line
+    state = mlhome / "releases" / "local" / "default" / "cut" / "state.json"
+    record = json.loads(state.read_text())
+    record["steps"]["endpoint"]["handle"] = None  # as a submission that failed after CreateModel leaves it
+    state.write_text(json.dumps(record))
+    assert all(p for p in (list(s.glob("[!.]*")) for s in stores))
+    result = cli(mlhome, "uninstall", "cut")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [p for s in stores for p in s.glob("[!.]*")] == []
+    assert not state.parent.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -211,6 +212,7 @@ def uninstall(release: str, namespace: str | None, backend: str | None, opts: li
     backend that finds the release's resources by their tags removes them (``sagemaker://<namespace>/<release>``)."""
     from mlrecipe.backends.base import RemovesByRelease
     from mlrecipe.runner.state import check_no_links
+    from mlrecipe.states import StepState
 
     try:
         record = one_record(release, namespace, backend)
@@ -223,15 +225,19 @@ def uninstall(release: str, namespace: str | None, backend: str | None, opts: li
     except UserError as exc:
         return print_error(exc)
     failures = []
-    swept: dict[str, dict[str, Any]] = {}  # backends that find the release's resources by tags: a handle of each
+    swept: dict[str, dict[str, Any] | None] = {}  # backends that find resources by tags: a handle of each
     for step in record.steps.values():
-        if not step.handle:
+        if not step.handle:  # a submission that failed part way may have made resources: found by their tags
+            with contextlib.suppress(BackendError, UserError):
+                impl = backends.named(record.backend_of(step))
+                if isinstance(impl, RemovesByRelease) and step.state is not StepState.PENDING:
+                    swept.setdefault(impl.name, None)
             continue
         try:
             impl = backends.named(record.backend_of(step))
             impl.cancel_handle(impl.load_handle(step.handle))
-            if isinstance(impl, RemovesByRelease):
-                swept.setdefault(impl.name, step.handle)
+            if isinstance(impl, RemovesByRelease) and swept.get(impl.name) is None:
+                swept[impl.name] = step.handle
         except (BackendError, UserError) as exc:
             failures.append(f"step {step.name}: {exc}")
     for name, handle in swept.items():  # what another MLRECIPE_HOME (a KFP task's pod) made in this release

@@ -192,10 +192,14 @@ def describe_endpoint(client: Any, name: str) -> dict[str, Any] | None:
 
 def create_endpoint(client: Any, plan: EndpointPlan) -> bool:
     """Adopt the live endpoint of ``plan`` (True) or create its model, config and endpoint (False); a model or
-    config left by an earlier attempt is reused."""
+    config left by an earlier attempt is reused, a ``Failed`` endpoint of mode local replaced (mode aws: refused,
+    with the way out)."""
     found = describe_endpoint(client, plan.endpoint_name)
     if found is not None and found.get("EndpointStatus") in LIVE:
         return True
+    if found is not None and plan.mode == "local" and found.get("EndpointStatus") == "Failed":
+        call(f"DeleteEndpoint {plan.endpoint_name}", client.delete_endpoint, EndpointName=plan.endpoint_name)
+        found = None  # a local endpoint is deleted at once: the re-run tries again (the archive may be fixed)
     if found is not None:
         raise BackendError(f"endpoint {plan.endpoint_name} exists in state {found.get('EndpointStatus')} "
                            f"({found.get('FailureReason', 'no reason given')}): run 'mlrecipe uninstall' first")

@@ -1,6 +1,7 @@
 """Models, endpoint configs and endpoints of local SageMaker mode.
 
-``create_endpoint`` extracts the first production variant's model archive (``file://`` or ``s3://``) and starts
+``create_endpoint`` checks and extracts the first production variant's model archive (``file://`` or ``s3://``,
+:mod:`.local_archive`; an archive that cannot be read or is refused makes the endpoint ``Failed`` at once) and starts
 :mod:`.local_model_server` with the client's Python in its own session, in a private mount namespace where the
 model is at ``/opt/ml/model`` (``SM_MODEL_DIR``); the endpoint is ``Creating`` until the
 server has loaded the model and listens (``InService``), ``Failed`` with the reason if it cannot.
@@ -14,13 +15,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from mlrecipe.backends.sagemaker import local_processes as procs
+from mlrecipe.backends.sagemaker.local_archive import ArchiveError, extract_model
 from mlrecipe.backends.sagemaker.local_channels import S3ClientFactory
 from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, when
 from mlrecipe.backends.sagemaker.local_training import OK, validate_request
@@ -106,24 +106,6 @@ class LocalHosting:
             raise _missing("endpoint configuration", EndpointConfigName, "DeleteEndpointConfig")
         return dict(OK)
 
-    def _extract(self, url: str, dest: Path) -> None:
-        """The model archive at ``url`` extracted into ``dest``; local-only: a ``file://`` directory is copied as
-        it is (a model that a step on another backend left on a shared volume)."""
-        archive = dest.with_name("model.tar.gz")
-        if url.startswith("file://") and Path(unquote(urlparse(url).path)).is_dir():
-            shutil.copytree(unquote(urlparse(url).path), dest, dirs_exist_ok=True)
-            return
-        if url.startswith("file://"):
-            shutil.copyfile(unquote(urlparse(url).path), archive)
-        elif url.startswith("s3://") and self.s3_client_factory is not None:
-            parsed = urlparse(url)
-            self.s3_client_factory().download_file(parsed.netloc, parsed.path.lstrip("/"), str(archive))
-        else:
-            raise ValueError(f"unsupported ModelDataUrl {url}")
-        dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
-
     def _python(self) -> str:
         if self.python_bin_dir is not None:
             for name in ("python3", "python"):
@@ -145,16 +127,20 @@ class LocalHosting:
             raise _missing("model", variant["ModelName"], op)
         record = {"request": request, "arn": arn("endpoint", name), "created": time.time(), "modified": time.time(),
                   "status": "Creating", "failure_reason": None, "port": None, "server": None,
-                  "variant": variant}
+                  "variant": variant, "creator": procs.identity(os.getpid())}
         if not self._endpoints.create(name, record):
             raise client_error("ValidationException", f"Cannot create already existing endpoint "
                                f"\"{record['arn']}\".", op)
         home = self._endpoints.home(name)
         container = model["request"].get("PrimaryContainer") or (model["request"].get("Containers") or [{}])[0]
         try:
-            self._extract(container.get("ModelDataUrl", ""), home / "model")
-        except (OSError, ValueError, tarfile.TarError) as exc:
-            (home / "failed.txt").write_text(f"ClientError: cannot read the model archive: {exc}")
+            extract_model(container.get("ModelDataUrl", ""), home / "model", self.s3_client_factory)
+        except ArchiveError as exc:  # Failed at once, nothing of the archive kept, no server started
+            reason = str(exc)[:1024]
+            shutil.rmtree(home / "model", ignore_errors=True)
+            (home / "model.tar.gz").unlink(missing_ok=True)
+            self._endpoints.update(name, lambda r: r.update(status="Failed", failure_reason=reason,
+                                                            modified=time.time()))
             return {"EndpointArn": record["arn"], **OK}
         env = {**os.environ, **(container.get("Environment") or {})}
         if self.python_bin_dir is not None:
@@ -191,6 +177,9 @@ class LocalHosting:
             change = {"status": "Failed", "failure_reason": (home / "failed.txt").read_text()[:1024]}
         elif record["server"] and not procs.alive(record["server"]):
             change = {"status": "Failed", "failure_reason": f"the model server exited (see {home / 'server.log'})"}
+        elif not record["server"] and not procs.alive(record.get("creator")):
+            change = {"status": "Failed", "failure_reason": "the endpoint's creation was interrupted before its "
+                                                            "model server started"}
         if not change:
             return record
         return self._endpoints.update(name, lambda r: r.update(change, modified=time.time())) or record
