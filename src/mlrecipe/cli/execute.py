@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -247,7 +248,11 @@ def uninstall(release: str, namespace: str | None, backend: str | None, opts: li
             for line in impl.remove_release(record.release, record.namespace, handle):
                 print(f"{name}: {line}")
         except (BackendError, UserError) as exc:
-            failures.append(f"{name} resources tagged with release {record.release}: {exc}")
+            if handle is None:  # no step of it ever got a handle: a lookup that cannot be made keeps nothing back
+                print(f"warning: {name} resources tagged with release {record.release} could not be looked up: {exc}",
+                      file=sys.stderr)
+            else:
+                failures.append(f"{name} resources tagged with release {record.release}: {exc}")
     if failures:
         for line in failures:
             fail(line)
