@@ -11,8 +11,9 @@ import contextlib
 import shutil
 import socket
 import subprocess
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -43,6 +44,7 @@ class Sshd:
     identity: Path
     known_hosts: Path
     directory: Path
+    argv: list[str] = field(default_factory=list)
 
     @property
     def host(self) -> str:
@@ -64,6 +66,11 @@ class Sshd:
             return [p.pid for p in psutil.Process(self.proc.pid).children(recursive=True) if p.name() == "sshd"
                     or "sshd" in " ".join(p.cmdline()[:1])]
         return []
+
+    def restart(self, timeout: float = 20.0) -> None:
+        """Start sshd again on the same port with the same keys (after :meth:`stop`)."""
+        self.proc = _spawn(self.argv, self.directory)
+        _wait_ready(self, timeout)
 
     def stop(self) -> None:
         with contextlib.suppress(psutil.Error):
@@ -91,23 +98,58 @@ def start_sshd(directory: Path, timeout: float = 20.0) -> Sshd:
     port = free_port()
     known = directory / "known_hosts"
     known.write_text(f"[127.0.0.1]:{port} {' '.join(host_pub.split()[:2])}\n")
-    proc = subprocess.Popen(
-        ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null", "-h", str(directory / "host_key"), "-p", str(port),
-         "-o", "ListenAddress=127.0.0.1", "-o", f"AuthorizedKeysFile={directory / 'authorized_keys'}",
-         "-o", "PidFile=none", "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
-         "-o", "MaxSessions=50", "-o", "MaxStartups=50"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(directory / "sshd.log", "wb"),  # noqa: SIM115
-        start_new_session=True)
-    sshd = Sshd(proc, port, directory / "user_key", known, directory)
-    probe = ["ssh", "-o", "BatchMode=yes", "-p", str(port), "-i", str(sshd.identity), *sshd.ssh_options(),
-             sshd.host, "true"]
+    argv = ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null", "-h", str(directory / "host_key"), "-p", str(port),
+            "-o", "ListenAddress=127.0.0.1", "-o", f"AuthorizedKeysFile={directory / 'authorized_keys'}",
+            "-o", "PidFile=none", "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
+            "-o", "MaxSessions=50", "-o", "MaxStartups=50"]
+    sshd = Sshd(_spawn(argv, directory), port, directory / "user_key", known, directory, argv)
+    _wait_ready(sshd, timeout)
+    return sshd
+
+
+def _spawn(argv: list[str], directory: Path) -> subprocess.Popen[bytes]:
+    with open(directory / "sshd.log", "ab") as log:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                                start_new_session=True)
+
+
+def _wait_ready(sshd: Sshd, timeout: float) -> None:
+    probe = ["ssh", "-o", "BatchMode=yes", "-p", str(sshd.port), "-i", str(sshd.identity), *sshd.ssh_options(),
+             "-o", "ControlPath=none", sshd.host, "true"]
     deadline = time.monotonic() + timeout
     while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"sshd exited: {(directory / 'sshd.log').read_text()}")
+        if sshd.proc.poll() is not None:
+            raise RuntimeError(f"sshd exited: {(sshd.directory / 'sshd.log').read_text()}")
         if subprocess.run(probe, capture_output=True, timeout=15, check=False).returncode == 0:
-            return sshd
+            return
         if time.monotonic() > deadline:
             sshd.stop()
-            raise RuntimeError(f"sshd did not answer in {timeout:.0f}s: {(directory / 'sshd.log').read_text()}")
+            raise RuntimeError(f"sshd did not answer in {timeout:.0f}s: {(sshd.directory / 'sshd.log').read_text()}")
         time.sleep(0.1)
+
+
+class RefusingPort:
+    """Holds ``port`` while sshd is down: accepts each connection and closes it at once (ssh exits 255), and
+    counts them, so that a test knows a client tried during the outage."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(16)
+        self.attempts = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                conn.close()
+                self.attempts += 1
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self._thread.join(5)

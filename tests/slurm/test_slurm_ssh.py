@@ -19,7 +19,7 @@ import pytest
 from tests.integration.helpers import cli, finish, start_cli, wait_for
 from tests.serve.serving import write
 from tests.slurm.cluster import Cluster
-from tests.slurm.sshd import Sshd, free_port, has_sshd, keygen, start_sshd
+from tests.slurm.sshd import RefusingPort, Sshd, free_port, has_sshd, keygen, start_sshd
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not has_sshd(), reason="OpenSSH server not installed (make system-deps)")]
@@ -65,8 +65,10 @@ def pipeline(directory: Path, command: str, nnodes: int = 2) -> Path:
 
 def test_two_node_pipeline_over_ssh_survives_a_dropped_connection(tmp_path: Path, mlhome: Path, sshd: Sshd,
                                                                    slurm_cluster: Cluster) -> None:
-    """Staged files, remote sbatch, logs mirrored back while the job runs; the sshd child serving the shared
-    connection is killed mid-run and the run still succeeds (the poll is retried over a new connection)."""
+    """Staged files, remote sbatch, logs mirrored back while the job runs. Mid-run the sshd child serving the
+    shared connection is killed (by pid) and the login node refuses connections until the driver has tried at
+    least once (its poll fails: ssh exits 255); sshd comes back and the run still succeeds over a new
+    connection (the failed polls were transient errors, retried)."""
     remote, go = tmp_path / "remote", tmp_path / "go"
     configure(mlhome, sshd, remote, slurm_cluster)
     pipe = pipeline(tmp_path / "pipe", f'echo "node $PET_NODE_RANK read $(cat $MLRECIPE_PIPELINE_DIR/message.txt) '
@@ -83,6 +85,13 @@ def test_two_node_pipeline_over_ssh_survives_a_dropped_connection(tmp_path: Path
         assert sessions, "the driver holds a connection through sshd"
         for pid in sessions:
             kill(pid)
+        sshd.stop()
+        refusing = RefusingPort(sshd.port)
+        try:
+            wait_for(lambda: refusing.attempts >= 2, 30, "the driver to try the login node while it is down")
+        finally:
+            refusing.close()
+        sshd.restart()
         go.touch()
         out = finish(driver, 120)
     finally:
@@ -228,3 +237,14 @@ def test_one_round_trip_submission_detects_files_changed_on_the_cluster(tmp_path
     assert sent == sorted(files)
     stager.transport.run(["touch", str(ran)], prelude=prelude)
     assert (root / "a.txt").read_bytes() == b"one" and (root / "b.txt").read_bytes() == b"three" and ran.exists()
+
+
+def test_a_failed_node_reports_its_status_and_last_lines_over_ssh(tmp_path: Path, mlhome: Path, sshd: Sshd,
+                                                                  slurm_cluster: Cluster) -> None:
+    configure(mlhome, sshd, tmp_path / "remote", slurm_cluster)
+    pipe = pipeline(tmp_path / "pipe", 'if [ "$PET_NODE_RANK" = 1 ]; then echo "disk full on $HOSTNAME"; exit 7; fi; '
+                    "sleep 30")
+    result = cli(mlhome, "run", str(pipe), "-b", "slurm", timeout=120)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "disk full on n2" in out and "node 1 (n2) exited with status 7" in out and "Traceback" not in out
