@@ -101,6 +101,11 @@ CONTRACT_SCRIPT = textwrap.dedent('''
 ''')
 
 
+# The step runtime's own node temporary directory (as each host's step program makes it), then a long sleep.
+NODE_TEMP_THEN_SLEEP = ("import os; from mlrecipe.runtime import step_runtime as rt; env = dict(os.environ); "
+                        "print('temp', rt.node_temp_dir(env), flush=True); os.execvp('sleep', ['sleep', '4714.5'])")
+
+
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[LocalSageMakerClient]:
     """A client on a fresh root; jobs a failed test leaves running are stopped."""
@@ -362,12 +367,16 @@ def test_max_runtime_stops_the_job(client: LocalSageMakerClient, tmp_path: Path)
 
 def test_a_lost_supervisor_takes_its_hosts_along_and_fails_the_job(client: LocalSageMakerClient,
                                                                     tmp_path: Path) -> None:
-    client.create_training_job(**training_request("lost-job", ["sleep", "4714.5"], tmp_path))
+    client.create_training_job(**training_request("lost-job", ["env", "-u", "TMPDIR", str(BIN / "python"), "-c",
+                                                               NODE_TEMP_THEN_SLEEP], tmp_path))
     wait_for(client, "lost-job", secondary="Training", timeout=30)
     pids = tmp_path / "sm" / "training-jobs" / "lost-job" / "pids.json"
+    logs = [client.log_path("lost-job", i) for i in range(2)]
     deadline = time.monotonic() + 20
-    while len(json.loads(pids.read_text())["hosts"]) < 2 and time.monotonic() < deadline:
+    while not all("temp " in (p.read_text() if p.exists() else "") for p in logs) and time.monotonic() < deadline:
         time.sleep(0.05)
+    temps = [Path(p.read_text().split("temp ", 1)[1].split()[0]) for p in logs]
+    assert all(t.is_dir() for t in temps) and len(set(temps)) == 2
     os.kill(json.loads(pids.read_text())["supervisor"][0], 9)
     done = wait_for(client, "lost-job", timeout=30)
     assert done["TrainingJobStatus"] == "Failed" and "supervisor ended" in done["FailureReason"]
@@ -375,3 +384,4 @@ def test_a_lost_supervisor_takes_its_hosts_along_and_fails_the_job(client: Local
     while processes_with("sleep 4714.5") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with("sleep 4714.5") == []
+    assert [t for t in temps if t.exists()] == [], "a killed host's /tmp/mlrecipe-tmp-* is left"  # issue 41 R13

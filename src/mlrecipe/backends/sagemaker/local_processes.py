@@ -4,11 +4,15 @@ host a process group whose leader is ``unshare`` holding the host's own mount, U
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
 
 HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
                '[ -z "$h" ] || hostname "$h"; exec "$@"')
@@ -116,3 +120,24 @@ def set_parent_death_kill() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def host_temp_env(root: Path, job: str, host: str) -> dict[str, str]:
+    """What names a host's temporary directory (the step runtime's ``/tmp/mlrecipe-tmp-<name>``), so that
+    :func:`remove_host_temps` finds it after the host was killed (its runtime could not remove it then)."""
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:8]
+    return {NODE_TEMP_NAME_VAR: f"sm-{digest}-{job}-{host}"}
+
+
+def remove_host_temps(hosts: list[dict], idents: list[list[int]], wait: float = 5.0) -> None:
+    """Remove the named temporary directories of ``hosts`` (their ``env``) once no process of the host groups
+    ``idents`` runs (waiting at most ``wait`` seconds; a directory a live process may still use is kept)."""
+    deadline = time.monotonic() + wait
+    while any(alive(i) or group_members(i[0]) for i in idents) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if any(alive(i) or group_members(i[0]) for i in idents):
+        return
+    for host in hosts:
+        name = (host.get("env") or {}).get(NODE_TEMP_NAME_VAR)
+        if name and os.path.basename(name) == name:
+            shutil.rmtree(named_node_temp_dir(name), ignore_errors=True)

@@ -107,8 +107,8 @@ def run(root: Path, name: str) -> int:
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
         return 0
     hosts = _start_hosts(local)
-    write_json(home / "pids.json", {"supervisor": procs.identity(os.getpid()),
-                                    "hosts": [procs.identity(p.pid) for p in hosts]})
+    idents = [procs.identity(p.pid) for p in hosts]
+    write_json(home / "pids.json", {"supervisor": procs.identity(os.getpid()), "hosts": idents})
     deadline = time.monotonic() + float(local["max_run"])
     ending = None
     while ending is None:
@@ -125,6 +125,7 @@ def run(root: Path, name: str) -> int:
             time.sleep(POLL_SECONDS)
     if ending != "exited":
         _end_hosts(hosts, float(local["stop_grace"]))
+    procs.remove_host_temps(local["hosts"], idents)  # what a killed host's runtime could not remove
     codes = [p.returncode for p in hosts]
     if ending == "stopped":
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))

@@ -93,7 +93,8 @@ class LocalTraining:
         hosts = []
         for i, (host, gpus) in enumerate(zip(names, _gpu_slices(len(names)), strict=True)):
             env = sm_env(request, host, names, len(gpus), os.cpu_count() or 1)
-            env.update({"PATH": path, "PET_MASTER_PORT": port, "TRAINING_JOB_ARN": arn("training-job", name)})
+            env.update({"PATH": path, "PET_MASTER_PORT": port, "TRAINING_JOB_ARN": arn("training-job", name),
+                        **procs.host_temp_env(self.root, name, host)})
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
             env.update(request.get("Environment") or {})
@@ -181,6 +182,7 @@ class LocalTraining:
             return record
         for ident in pids.get("hosts", []):
             procs.kill_host(ident)
+        procs.remove_host_temps(record["local"]["hosts"], pids.get("hosts", []))
 
         def end(r: dict[str, Any]) -> None:
             if r["status"] == "Stopping":
