@@ -385,3 +385,21 @@ def test_a_lost_supervisor_takes_its_hosts_along_and_fails_the_job(client: Local
         time.sleep(0.05)
     assert processes_with("sleep 4714.5") == []
     assert [t for t in temps if t.exists()] == [], "a killed host's /tmp/mlrecipe-tmp-* is left"  # issue 41 R13
+
+
+def test_removing_a_release_removes_its_local_job_trees(client: LocalSageMakerClient, tmp_path: Path) -> None:
+    """Issue 41 R14: what uninstall does through the release's tags also removes a local job's directory (every
+    host's /opt/ml tree with its copy of each channel); another release's job is left alone."""
+    from mlrecipe.backends.sagemaker import names, tagged
+
+    jobs = tmp_path / "sm" / "training-jobs"
+    for release in ("rel", "other"):
+        name = names.job_name(names.job_prefix("default", release, "train", "0" * 12), 1)
+        client.create_training_job(**training_request(name, ["sleep", "4714.6"], tmp_path, count=2, Tags=[
+            {"Key": k, "Value": v} for k, v in names.job_tags("default", release, "train", 1, "0" * 12).items()]))
+        wait_for(client, name, secondary="Training", timeout=30)
+        assert (jobs / name / "hosts" / "algo-2" / "opt-ml" / "input" / "data" / "train" / "part-0.txt").is_file()
+    mine, other = (names.job_name(names.job_prefix("default", r, "train", "0" * 12), 1) for r in ("rel", "other"))
+    done = tagged.remove_release(client, "rel", "default")
+    assert done == [f"stopped training job {mine}", f"removed local training job {mine} and its hosts' trees"]
+    assert not (jobs / mine).exists() and (jobs / other / "hosts").is_dir()

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -24,7 +25,7 @@ from mlrecipe.backends.sagemaker.local_channels import (
     file_system_mounts,
     stage_channels,
 )
-from mlrecipe.backends.sagemaker.local_job import describe, fail, new_record, set_secondary, summary
+from mlrecipe.backends.sagemaker.local_job import TERMINAL, describe, fail, new_record, set_secondary, summary
 from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, not_found, write_json
 from mlrecipe.backends.sagemaker.local_tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
 from mlrecipe.backends.sagemaker.service_model import validate_request
@@ -222,6 +223,24 @@ class LocalTraining:
         else:
             self._reconcile(TrainingJobName, self._jobs.read(TrainingJobName) or {})
         return dict(OK)
+
+    def remove_job_tree(self, TrainingJobName: str, timeout: float = 30.0) -> bool:
+        """Local-only (``uninstall``): forget an ended job and remove its directory (record, logs, every host's
+        ``/opt/ml`` tree with its copy of each channel); a job still running after ``timeout`` seconds (stop it
+        first) is kept: False."""
+        deadline = time.monotonic() + timeout
+        while True:
+            record = self._jobs.read(TrainingJobName)
+            if record is None:
+                return False
+            if self._reconcile(TrainingJobName, record)["status"] in TERMINAL:
+                break
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        with self._jobs.locked():
+            shutil.rmtree(self._jobs.home(TrainingJobName), ignore_errors=True)
+        return True
 
     def list_training_jobs(self, NameContains: str | None = None, StatusEquals: str | None = None,
                            MaxResults: int = 100, SortBy: str = "CreationTime", SortOrder: str = "Descending",

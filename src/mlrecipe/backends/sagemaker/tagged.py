@@ -1,6 +1,7 @@
 """A release's SageMaker resources found by their tags, without the release's state: what ``uninstall`` removes
 from another machine or ``MLRECIPE_HOME`` (a KFP task's pod made them).
 
+In mode local, an ended training job's directory (its hosts' ``/opt/ml`` trees) is removed as well.
 Each kind is listed by name (``NameContains``: the release's name prefix, :func:`.names.release_prefix`, every
 page) and confirmed by ``ListTags`` (release and namespace tags), so that a release whose name another one starts
 with is left alone. Running training jobs are stopped (SageMaker keeps ended jobs; they cannot be deleted);
@@ -16,7 +17,7 @@ from mlrecipe.backends.sagemaker import names
 from mlrecipe.backends.sagemaker.client import call
 from mlrecipe.backends.sagemaker.endpoint import delete_endpoint
 from mlrecipe.backends.sagemaker.running import stop_job
-from mlrecipe.errors import UserError
+from mlrecipe.errors import BackendError, UserError
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,12 @@ def remove_release(client: Any, release: str, namespace: str | None) -> list[str
     for job in (r for r in found if r.kind == "training-job" and r.status in STOPPABLE):
         stop_job(client, job.name)
         done.append(f"stopped training job {job.name}")
+    if hasattr(client, "remove_job_tree"):  # mode local: a job's hosts' trees (a copy of every channel each) go too
+        for job in (r for r in found if r.kind == "training-job"):
+            if client.remove_job_tree(TrainingJobName=job.name):
+                done.append(f"removed local training job {job.name} and its hosts' trees")
+            else:
+                raise BackendError(f"local training job {job.name} did not stop; its tree is kept")
     for name in sorted({r.name for r in found if r.kind != "training-job"}):
         delete_endpoint(client, name)
         kinds = [r.kind for r in found if r.name == name and r.kind != "training-job"]
