@@ -170,3 +170,22 @@ def test_kill_9_mid_range_then_a_rerun_redoes_only_the_unfinished_ranges(
     ranges_of = {n: int(k) for n, _, k in skipped + redone}
     assert len(skipped) + len(redone) == sum(ranges_of.values()) and redone  # each range exactly once
     _assert_outputs(data, reference)
+
+
+@pytest.mark.integration
+def test_a_bad_line_in_another_ranks_range_fails_both_ranks_naming_its_byte_offset(corpus: Corpus,
+                                                                                   tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [json.dumps({"text": f"document {i}"}) for i in range(200)]
+    rows[150] = "{not json"
+    (data / "00.jsonl").write_text("\n".join(rows) + "\n")
+    offset = sum(len(row) + 1 for row in rows[:150])
+    args = ["--file-numbers", "0", "--data-dir", str(data), "--tokenizer-dir", str(corpus.tokenizer), "--append-eod",
+            "--stages", "preprocess", "--shard-suffix", ".jsonl", "--split-within-files"]
+    runs = _finish(_start(args, "ranges-bad"))
+    assert [code for code, _, _ in runs] == [1, 1]
+    line = f"error: rank 1: 00.jsonl: 00.jsonl byte {offset}: not JSON"  # rank 0 owns no file: rank 1 owns the range
+    assert [err.splitlines()[-1].startswith(line) for _, _, err in runs] == [True, True], [e for _, _, e in runs]
+    assert runs[0][2].rstrip().endswith("; no manifest written")
+    assert not (data / "manifest.json").exists() and not (data / "pile_00_text_document.bin").exists()
