@@ -248,3 +248,22 @@ def test_a_failed_node_reports_its_status_and_last_lines_over_ssh(tmp_path: Path
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     assert "disk full on n2" in out and "node 1 (n2) exited with status 7" in out and "Traceback" not in out
+
+
+def test_a_later_command_trusts_its_staging_record_only_after_checking(tmp_path: Path, mlhome: Path, sshd: Sshd,
+                                                                       slurm_cluster: Cluster) -> None:
+    """The next command starts from what the last one staged (root, digests): a staged file edited on the
+    cluster since is caught by the digest check and sent again, before the job runs."""
+    remote = tmp_path / "remote"
+    configure(mlhome, sshd, remote, slurm_cluster)
+    pipe = pipeline(tmp_path / "pipe", "cat $MLRECIPE_PIPELINE_DIR/message.txt", nnodes=1)
+    first = cli(mlhome, "run", str(pipe), "-b", "slurm", timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr
+    records = list((mlhome / "ssh").glob("staged-*.json"))
+    assert len(records) == 1 and str(remote) in records[0].read_text()
+    staged = remote / "pipelines" / "default" / "viassh" / "message.txt"
+    staged.write_text("edited on the cluster\n")
+    again = cli(mlhome, "run", str(pipe), "-b", "slurm", "--force", timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert staged.read_text() == "staged-message-42\n"
+    assert "edited on the cluster" not in cli(mlhome, "logs", "viassh").stdout

@@ -95,12 +95,14 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
         digests of the plan's files there (the :class:`remote.Stager`'s starting knowledge)."""
         assert plan.remote is not None
         if self._remote_root is None:
-            prefix = plan.remote.root.rstrip("/") + "/"
-            relative = [p[len(prefix):] for p in plan.remote_files() if p.startswith(prefix)]
             transport = self._transport(plan.remote.target)
-            self._remote_root, digests = remote.resolve_root(transport, self.options.remote_root, relative)
             self._stager = remote.Stager(transport)
-            self._stager.known = digests
+            root, known = remote.load_record(remote.record_path(plan.remote.target, self.options.remote_root))
+            if root is None:
+                prefix = plan.remote.root.rstrip("/") + "/"
+                relative = [p[len(prefix):] for p in plan.remote_files() if p.startswith(prefix)]
+                root, known = remote.resolve_root(transport, self.options.remote_root, relative)
+            self._remote_root, self._stager.known = root, known
         return plan.remote.with_root(self._remote_root)
 
     def preflight(self, plan: SlurmPlan) -> list[str]:
@@ -157,6 +159,8 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
                 self._stager.forget()  # someone changed the files there: list the digests again
                 continue
             self._stager.staged(files)
+            remote.save_record(remote.record_path(resolved.target, self.options.remote_root), resolved.root,
+                               self._stager.known or {})
             return job_id
         raise SlurmError(f"the files staged on {resolved.target.host} kept changing while submitting")
 

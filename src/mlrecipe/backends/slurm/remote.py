@@ -10,8 +10,10 @@ rsync often is not, and each rsync run is its own round trip). A :class:`Stager`
 login node once per process (riding on the round trip that resolves ``remote_root``), then every
 submission is ONE round trip: a script on ssh's stdin that checks (``sha256sum -c``) that the files
 staged before are unchanged, unpacks only the files whose digest differs (a base64 tar), and runs
-sbatch. A command's first step thus costs two round trips, the next ones one. Should a checked file have
-changed on the cluster, nothing is submitted and the stager lists again and re-sends.
+sbatch. What it knows (the resolved root, the digests it staged) is kept between commands in
+``$MLRECIPE_HOME/ssh/<target>.json`` (paths and digests only), so a later command's first step is one round
+trip too; only a process with no such record pays a second. Should a checked file have changed on the
+cluster, nothing is submitted and the stager lists again and re-sends: the record is a hint, never trusted.
 
 Logs come back over the same connection: each poll appends to the local ``batch.log`` /
 ``node-<rank>.log`` what grew on the cluster since (``tail -c +N``), so ``logs -f`` on the laptop
@@ -21,8 +23,11 @@ follows the nodes.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
+import json
+import os
 import shlex
 import tarfile
 from dataclasses import dataclass, field
@@ -210,3 +215,30 @@ def mirror_logs(transport: SshTransport, remote_dir: str, local_dir: Path, names
         chunk, out = rest[:int(size)], rest[int(size):]
         with open(local_dir / name, "ab") as fh:
             fh.write(chunk)
+
+
+def record_path(target: SshTarget, root: str) -> Path:
+    """Where this machine keeps what it staged through ``target`` under ``root`` (no secret: paths, digests)."""
+    from mlrecipe.config import mlrecipe_home
+
+    key = hashlib.sha256(json.dumps([target.host, target.port, root]).encode()).hexdigest()[:16]
+    return mlrecipe_home() / "ssh" / f"staged-{key}.json"
+
+
+def load_record(path: Path) -> tuple[str | None, dict[str, str]]:
+    """The resolved root and the staged digests of an earlier command (nothing when unreadable)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        root, digests = data.get("root"), data.get("digests")
+        if isinstance(root, str) and isinstance(digests, dict):
+            return root, {str(k): str(v) for k, v in digests.items()}
+    return None, {}
+
+
+def save_record(path: Path, root: str, digests: dict[str, str]) -> None:
+    """Keep the resolved root and the staged digests for the next command (best effort)."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"root": root, "digests": digests}, sort_keys=True), encoding="utf-8")
+        tmp.replace(path)
