@@ -24,7 +24,7 @@ def recipe(tmp_path: Path) -> Path:
     return path
 
 
-def plant_record(directory: Path, **fields: str) -> None:
+def plant_record(directory: Path, **fields: object) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     record = {"release": "rel", "namespace": "default", "backend": "local", "inputs": {}, "state": "failed", **fields}
     (directory / "state.json").write_text(json.dumps(record), encoding="utf-8")
@@ -106,3 +106,34 @@ def test_a_log_linked_during_the_run_is_refused_not_written_through(tmp_path: Pa
     assert outside.read_text(encoding="utf-8") == "untouched\n"
     record = json.loads((log.parents[2] / "state.json").read_text(encoding="utf-8"))
     assert record["steps"]["second"]["state"] == "failed" and "symbolic link" in record["steps"]["second"]["message"]
+
+
+def test_list_and_status_show_the_address_of_the_directory_not_a_planted_records(tmp_path: Path,
+                                                                                 mlhome: Path) -> None:
+    """Issue 41 R14: a record planted with another namespace is listed at the address its directory holds; a
+    failure reason of several lines is one line in ``status`` (the rest in ``status -o json``)."""
+    reason = "AlgorithmError: exit 1\nTraceback (most recent call last):\n  File x\n    y\nValueError: z"
+    plant_record(mlhome / "releases" / "local" / "default" / "rel", namespace=str(tmp_path / "forged"),
+                 order=["train"], steps={"train": {"name": "train", "chart": "c", "state": "failed",
+                                                   "message": reason}})
+    listed = mlrecipe(mlhome, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "local://default/rel" in listed.stdout and "forged" not in listed.stdout
+    status = mlrecipe(mlhome, "status", "rel")
+    [line] = [ln for ln in status.stdout.splitlines() if "train" in ln]
+    assert "AlgorithmError: exit 1 (+4 line(s)" in line and "Traceback" not in status.stdout
+    assert json.loads(mlrecipe(mlhome, "status", "rel", "-o", "json").stdout)[0]["steps"][0]["message"] == reason
+
+
+def test_logs_do_not_read_through_a_planted_symlink(tmp_path: Path, mlhome: Path) -> None:
+    """Issue 41 R14: ``logs`` refuses a link under MLRECIPE_HOME, as writes and deletes do."""
+    first = mlrecipe(mlhome, "install", "rel", "data-prep/data-process", "-f", str(recipe(tmp_path)))
+    assert first.returncode == 0, first.stdout + first.stderr
+    log = mlhome / "releases" / "local" / "default" / "rel" / "steps" / "data-process" / "node-0.log"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for mlrecipe logs\n", encoding="utf-8")
+    log.unlink()
+    log.symlink_to(secret)
+    shown = mlrecipe(mlhome, "logs", "rel")
+    assert shown.returncode == 2 and "not for mlrecipe logs" not in shown.stdout
+    assert f"error: {log} is a symbolic link" in shown.stderr and "Traceback" not in shown.stderr

@@ -269,7 +269,7 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             if s is None:
                 print(f"  {name:<20} {'pending':<12} {'':<10}{needs}")
                 continue
-            extra = f"  {s.message}" if s.message else ""
+            extra = f"  {_one_line(s.message, r.release, name)}" if s.message else ""
             url = f"  {s.url}" if s.url else ""
             server = f"  [server {live[name]}]" if name in live else ""
             progress = f"  [{Progress(**s.progress)}]" if s.progress else ""
@@ -277,6 +277,15 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             print(f"  {name:<20} {r.step_state(s).value:<12} {r.backend_of(s):<10} {s.chart}{needs}{url}{server}"
                   f"{progress}{note}{extra}")
     return ExitCode.OK
+
+
+def _one_line(message: str, release: str, step: str) -> str:
+    """A step's message on one line of ``status``: its first line; the rest is in the step's log and in
+    ``status -o json``."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return " ".join(lines)
+    return f"{lines[0]} (+{len(lines) - 1} line(s): mlrecipe logs {release} {step}, status -o json)"
 
 
 def _has_live_steps(record: ReleaseRecord) -> bool:
@@ -319,11 +328,24 @@ def logs(release: str, step: str | None, follow: bool, rank: int, namespace: str
             path = _backend_log_path(record, step, rank, opts)
         except MlrecipeError as exc:
             return print_error(exc)
+    try:
+        _check_not_linked(path)
+    except MlrecipeError as exc:
+        return print_error(exc)
     if not path.exists():
         return fail(f"no log for step '{step}' rank {rank} yet ({path})", ExitCode.FAILED)
     if not follow and path.stat().st_size == 0:
         print(f"note: the log of step '{step}' rank {rank} is empty: it printed nothing ({path})", file=sys.stderr)
     return _print_log(path, record, follow)
+
+
+def _check_not_linked(path: Path) -> None:
+    """A log under ``$MLRECIPE_HOME`` is read only where no symbolic link leads to it (as writes and deletes)."""
+    from mlrecipe.config import mlrecipe_home
+    from mlrecipe.runner.state import check_no_links
+
+    if path.is_relative_to(mlrecipe_home()):
+        check_no_links(path)
 
 
 def _backend_log_path(record: ReleaseRecord, step: str, rank: int, opts: list[str]) -> Path:

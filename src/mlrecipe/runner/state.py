@@ -234,7 +234,8 @@ def corrupt_error(path: Path, reason: str) -> CorruptStateError:
 
 
 def read_record(path: Path) -> ReleaseRecord:
-    """The record in ``path``; :class:`CorruptStateError` when it is not one (truncated, not JSON, wrong fields)."""
+    """The record in ``path``; :class:`CorruptStateError` when it is not one (truncated, not JSON, wrong fields).
+    Under ``$MLRECIPE_HOME/releases`` its backend, namespace and release are those of its directory."""
     try:
         record = ReleaseRecord.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -242,6 +243,8 @@ def read_record(path: Path) -> ReleaseRecord:
         raise corrupt_error(path, reason) from None
     except OSError as exc:
         raise corrupt_error(path, f"unreadable: {exc.strerror or exc}") from None
+    if path.parent.parent.parent.parent == mlrecipe_home() / "releases":  # the directory names the release,
+        record.backend, record.namespace, record.release = path.parts[-4:-1]  # never what a planted record says
     record.source = path
     return record
 
