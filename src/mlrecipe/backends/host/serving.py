@@ -59,19 +59,27 @@ def fixed_probe_port(step: StepSpec) -> int | None:
     return None
 
 
+def located_server_problems(step: StepSpec, backend: str) -> list[tuple[str, str]]:
+    """The problems of :func:`server_problems` that one recipe value causes: (its path in the recipe, message)."""
+    if step.chart.kind is not StepKind.SERVER or step.chart.host_launch:
+        return []
+    located = []
+    if not any(c.strip() for c in step.command_line):
+        located.append((f"{step.chart.block}.command",
+                        f"chart {step.chart.name}: server.command is empty (the command starting the server)"))
+    if step.recipe.resources.nnodes > 1:
+        located.append(("resources.nnodes", f"chart {step.chart.name}: multi-node serving (nnodes > 1) is not "
+                                            f"supported on backend {backend}"))
+    return located
+
+
 def server_problems(step: StepSpec, backend: str) -> list[str]:
     """Why a serving step cannot run on ``backend`` (a single-node server with a command, or a Serve config)."""
     if step.chart.kind is not StepKind.SERVER:
         return []
     if step.chart.host_launch:
         return launch_problems(step)
-    problems = []
-    if not any(c.strip() for c in step.command_line):
-        problems.append(f"chart {step.chart.name}: server.command is empty (the command starting the server)")
-    if step.recipe.resources.nnodes > 1:
-        problems.append(f"chart {step.chart.name}: multi-node serving (nnodes > 1) is not supported on backend "
-                        f"{backend}")
-    return problems + triton.problems(step, backend)
+    return [message for _, message in located_server_problems(step, backend)] + triton.problems(step, backend)
 
 
 @functools.cache

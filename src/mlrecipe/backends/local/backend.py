@@ -19,12 +19,12 @@ import shutil
 import uuid
 from pathlib import Path
 
-from mlrecipe.backends.base import Backend, ReleaseContext
+from mlrecipe.backends.base import Backend, ReleaseContext, issues_at_chart
 from mlrecipe.backends.host.devices import Gpu, neuron_devices, visible_gpus
 from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
 from mlrecipe.backends.host.launches import launch_problems
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
-from mlrecipe.backends.host.serving import health_problem, server_problems
+from mlrecipe.backends.host.serving import health_problem, located_server_problems, server_problems
 from mlrecipe.backends.host.volumes import mount_problems, prepare_mounts
 from mlrecipe.backends.local import procs
 from mlrecipe.backends.local.cpus import CpuSlots
@@ -34,7 +34,7 @@ from mlrecipe.backends.local.handle import LocalHandle
 from mlrecipe.backends.local.options import RANKS_PER_CPU, LocalOptions
 from mlrecipe.backends.local.plan import LocalPlan, LocalSlots, render
 from mlrecipe.backends.local.running import LocalRunningStep
-from mlrecipe.errors import BackendError, LinkedPathError
+from mlrecipe.errors import BackendError, LinkedPathError, SpecIssue
 from mlrecipe.ports import free_port
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
@@ -89,6 +89,14 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
         devices = fit_problems(step, self.options, self.gpus(), self.neuron_cores())
         launch = launch_problems(step) if step.chart.kind is not StepKind.SERVER else []
         return problems + self._rank_problems(step) + devices + server_problems(step, self.name) + launch
+
+    def check_issues(self, step: StepSpec) -> list[SpecIssue]:
+        """:meth:`check`'s problems; a server's that one recipe value causes at that value's file and line."""
+        located = located_server_problems(step, self.name)
+        said = {message for _, message in located}
+        rest = [p for p in self.check(step) if p not in said]
+        return [step.issue(path, f"step {step.name}: {message}") for path, message in located] + issues_at_chart(
+            step, rest)
 
     def cpu_slots(self) -> CpuSlots:
         """The CPUs the steps this backend runs share (one pool per backend, so per release)."""
