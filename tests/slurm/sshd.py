@@ -53,9 +53,10 @@ class Sshd:
     def ssh_options(self, known_hosts: Path | None = None) -> list[str]:
         return ["-o", f"UserKnownHostsFile={known_hosts or self.known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null"]
 
-    def config(self, known_hosts: Path | None = None, **extra: str) -> str:
-        """The ``slurm:`` section of a config file that submits through this sshd."""
-        opts = ", ".join(f'"{o}"' for o in self.ssh_options(known_hosts))
+    def config(self, known_hosts: Path | None = None, more_ssh: list[str] | None = None, **extra: str) -> str:
+        """The ``slurm:`` section of a config file that submits through this sshd (``more_ssh``: more
+        ssh_options, e.g. ``-o SetEnv=SLURM_CONF=...``, which this sshd accepts)."""
+        opts = ", ".join(f'"{o}"' for o in [*self.ssh_options(known_hosts), *(more_ssh or [])])
         fields = {"ssh_host": self.host, "ssh_port": str(self.port), "ssh_identity": str(self.identity),
                   "ssh_options": f"[{opts}]", **extra}
         return "slurm:\n" + "".join(f"  {k}: {v}\n" for k, v in fields.items())
@@ -101,7 +102,7 @@ def start_sshd(directory: Path, timeout: float = 20.0) -> Sshd:
     argv = ["/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null", "-h", str(directory / "host_key"), "-p", str(port),
             "-o", "ListenAddress=127.0.0.1", "-o", f"AuthorizedKeysFile={directory / 'authorized_keys'}",
             "-o", "PidFile=none", "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
-            "-o", "MaxSessions=50", "-o", "MaxStartups=50"]
+            "-o", "MaxSessions=50", "-o", "MaxStartups=50", "-o", "AcceptEnv=SLURM_CONF"]
     sshd = Sshd(_spawn(argv, directory), port, directory / "user_key", known, directory, argv)
     _wait_ready(sshd, timeout)
     return sshd

@@ -11,12 +11,14 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import cli, finish, start_cli, wait_for
+from tests.integration.helpers import MLRECIPE, cli, finish, start_cli, wait_for
+from tests.repo import cli_env
 from tests.serve.serving import write
 from tests.slurm.cluster import Cluster
 from tests.slurm.sshd import RefusingPort, Sshd, free_port, has_sshd, keygen, start_sshd
@@ -267,3 +269,33 @@ def test_a_later_command_trusts_its_staging_record_only_after_checking(tmp_path:
     assert again.returncode == 0, again.stdout + again.stderr
     assert staged.read_text() == "staged-message-42\n"
     assert "edited on the cluster" not in cli(mlhome, "logs", "viassh").stdout
+
+
+def test_status_and_uninstall_from_another_process(tmp_path: Path, mlhome: Path, sshd: Sshd,
+                                                   slurm_cluster: Cluster) -> None:
+    """The driver dies; status and uninstall, new processes, reach the job through the handle's SSH target."""
+    mlhome.mkdir(parents=True)  # the login node's session gets SLURM_CONF from ssh (SetEnv); this machine none
+    (mlhome / "config.yaml").write_text(sshd.config(None, ["-o", f"SetEnv=SLURM_CONF={slurm_cluster.conf}"],
+                                                    remote_root=str(tmp_path / "remote"), poll_seconds="0.2"))
+    pipe = pipeline(tmp_path / "pipe", "echo started; sleep 300", nnodes=1)
+    driver = start_cli(mlhome, "run", str(pipe), "-b", "slurm")
+    try:
+        step_dir = mlhome / "releases" / "slurm" / "default" / "viassh" / "steps" / "work"
+        wait_for(lambda: (step_dir / "node-0.log").exists() and "started" in (step_dir / "node-0.log").read_text(),
+                 60, "the job to run")
+        job = handle(mlhome, "viassh", "work")["job_id"]
+        assert handle(mlhome, "viassh", "work")["slurm_conf"] is None
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(10)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert job_state(slurm_cluster, job) == "RUNNING"
+    env = {k: v for k, v in cli_env(mlhome).items() if k != "SLURM_CONF"}  # this machine cannot reach the cluster
+    status = subprocess.run([*MLRECIPE, "status", "viassh"], env=env, capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert status.returncode == 0 and "Traceback" not in status.stdout + status.stderr
+    down = subprocess.run([*MLRECIPE, "uninstall", "viassh"], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert down.returncode == 0, down.stdout + down.stderr
+    wait_for(lambda: job_state(slurm_cluster, job) == "CANCELLED", 30, "uninstall to cancel the job over ssh")

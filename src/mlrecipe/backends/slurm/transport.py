@@ -2,8 +2,8 @@
 
 Every Slurm call of the backend (sbatch, scontrol, squeue, sacct, scancel, reading a node's log) goes
 through :func:`transport_for`. Over SSH, the system ``ssh`` client runs with OpenSSH connection
-multiplexing (``ControlMaster=auto``, a control socket per destination under a private directory of
-this machine's temp dir, ``ControlPersist=60``): the first call opens one connection and every later
+multiplexing (``ControlMaster=auto``, a control socket per destination and settings under a private
+directory of this machine's temp dir, ``ControlPersist=60``): the first call opens one connection and every later
 call (and every later mlrecipe command within a minute) reuses it. The user's ``~/.ssh/config``, agent,
 ``ProxyJump`` and ``known_hosts`` apply as they do to ``ssh`` itself; ``BatchMode=yes`` means no prompt
 ever waits (a key with a passphrase needs the agent). Host keys are checked as the user's ssh config
@@ -17,6 +17,8 @@ that is unknown or changed is a :class:`~mlrecipe.errors.SlurmError` that says s
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shlex
 import subprocess
@@ -53,10 +55,17 @@ class SshTarget(BaseModel):
         path.mkdir(mode=0o700, exist_ok=True)
         return path
 
+    def settings_key(self) -> str:
+        """Tells apart shared connections opened with different settings (``%C`` covers host, port and user
+        only): a connection is reused only by calls that would have opened the same one."""
+        raw = json.dumps([self.identity, self.options])
+        return hashlib.sha256(raw.encode()).hexdigest()[:8]
+
     def argv(self) -> list[str]:
         """The ``ssh`` command line up to (and including) the destination."""
         out = ["ssh", "-o", "BatchMode=yes", "-o", "ControlMaster=auto",
-               "-o", f"ControlPath={self.control_dir()}/%C", "-o", f"ControlPersist={CONTROL_PERSIST_SECONDS}",
+               "-o", f"ControlPath={self.control_dir()}/{self.settings_key()}-%C",
+               "-o", f"ControlPersist={CONTROL_PERSIST_SECONDS}",
                "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
         if self.port is not None:
             out += ["-p", str(self.port)]

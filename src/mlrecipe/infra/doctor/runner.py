@@ -44,7 +44,7 @@ def build_checks(backend: str, req: Requirements, context: str | None, namespace
         return local.checks(req)
     if backend == "slurm":
         from mlrecipe.backends.options import load_options
-        from mlrecipe.backends.slurm.options import SlurmOptions
+        from mlrecipe.backends.slurm import SlurmOptions
         from mlrecipe.infra.doctor import slurm
 
         return slurm.checks(req, load_options(SlurmOptions, "slurm", overrides))

@@ -19,8 +19,7 @@ from mlrecipe.infra.doctor.probes import CommandResult, run_command
 from mlrecipe.infra.doctor.requirements import GPU, Requirements
 
 if TYPE_CHECKING:
-    from mlrecipe.backends.slurm.options import SlurmOptions
-    from mlrecipe.backends.slurm.transport import SshTransport
+    from mlrecipe.backends.slurm import SlurmOptions, SshTransport
 
 Runner = Callable[[list[str]], CommandResult]
 REMOTE_TOOLS = ("sbatch", "scontrol", "sinfo", "scancel", "squeue", "sacct")
@@ -247,7 +246,7 @@ def _remote_python(run: Runner, host: str) -> CheckResult:
 
 def remote_checks(req: Requirements, options: SlurmOptions) -> list[Check]:
     """The checks through the login node ``options.ssh_host``."""
-    from mlrecipe.backends.slurm.transport import SshTransport
+    from mlrecipe.backends.slurm import SshTransport
 
     target = options.ssh_target()
     assert target is not None
