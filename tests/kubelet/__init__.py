@@ -21,7 +21,8 @@ Knowingly simpler than a cluster:
 
 - one network namespace for every pod (this machine's): each pod binds its own 127.0.0.N, but a pod that binds
   0.0.0.0 takes the port for all; the MPI launcher's ``-mca btl/oob_tcp_if_exclude lo,...`` becomes
-  ``_tcp_if_include lo`` (said in a note); no NetworkPolicy;
+  ``_tcp_if_include lo`` (said in a note); no NetworkPolicy; for the same reason two harness runs on one machine
+  take turns (an exclusive lock), as two clusters' pods could not share addresses and ports;
 - no cluster DNS: names are lines of each pod's ``/etc/hosts``, written when the pod starts (names of pods created
   later are unknown to it); the MPI pods' DNS search domain is modelled by their short hostnames; a Service name
   resolves to one selected pod (no kube-proxy, no load balancing, a port other than targetPort not forwarded);

@@ -3,11 +3,15 @@ the run ends), every pod stopped at the end, on a timeout or on Ctrl-C."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
+import os
 import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,8 @@ from tests.kubelet.network import AddressBook, dns_forms
 from tests.kubelet.pods import Pod
 from tests.kubelet.report import Outcome
 from tests.kubelet.store import Store
+
+RUN_LOCK = Path("/tmp/mlrecipe-kubelet-run.lock")
 
 
 class Cluster:
@@ -108,6 +114,25 @@ def run(objects: list[dict[str, Any]], *, namespace: str, timeout: float, logs_d
         return 1, [], [Outcome(False, "stream", p) for p in problems]
     if not workloads:
         return 1, [], [Outcome(False, "stream", "no workload of a covered kind in the stream")]
+    with one_run_at_a_time():
+        return _run(workloads, ignored, store, timeout=timeout, logs_dir=logs_dir, claims=claims,
+                    max_restarts=max_restarts)
+
+
+@contextlib.contextmanager
+def one_run_at_a_time() -> Iterator[None]:
+    """Harness runs on one machine take turns (an exclusive lock on :data:`RUN_LOCK`): their pods share its network,
+    the same addresses 127.0.0.N and the ports servers bind on every address (a PyTorchJob master's 23456)."""
+    fd = os.open(RUN_LOCK, os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _run(workloads: list[dict[str, Any]], ignored: list[str], store: Store, *, timeout: float,
+         logs_dir: Path | None, claims: dict[str, Path], max_restarts: int) -> tuple[int, list[str], list[Outcome]]:
     work_dir = Path(tempfile.mkdtemp(prefix="mlrecipe-kubelet-"))
     cluster = Cluster(store, work_dir, logs_dir or work_dir / "logs", claims, max_restarts)
     for kind in ignored:

@@ -53,9 +53,9 @@ def test_wrong_master_addr_fails(tmp_path: Path) -> None:
         config["data"]["step.json"] = config["data"]["step.json"].replace(
             "--master_addr $PET_MASTER_ADDR", "--master_addr pytorchjob-kh-master")
 
-    done = run_harness(tmp_path, render(tmp_path, "pytorchjob"), timeout=40, edit=plant)
+    done = run_harness(tmp_path, render(tmp_path, "pytorchjob"), timeout=25, edit=plant)
     assert done.returncode == 1, done.stdout
-    assert "FAILED: PyTorchJob/pytorchjob-kh: did not finish within --timeout 40 s" in done.stdout
+    assert "FAILED: PyTorchJob/pytorchjob-kh: did not finish within --timeout 25 s" in done.stdout
     assert "pod pytorchjob-kh-master-0, container pytorch" in done.stdout
     tail = done.stdout.split("last lines of its log:")[-1]
     assert re.search(r"\(pytorchjob-kh-master, 23456\) cannot be retrieved", tail), done.stdout
