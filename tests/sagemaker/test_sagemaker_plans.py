@@ -105,6 +105,16 @@ def test_options_from_config_file_and_command_line(mlhome: Path) -> None:
     assert backend.options.max_run == 7200 and backend.options.network_isolation is True
 
 
+def test_inter_container_encryption_reaches_the_request(mlhome: Path) -> None:
+    """The workshop's EnableInterContainerTrafficEncryption, from -B inter_container_encryption=true (issue 41 R16)."""
+    plain = next(yaml.safe_load_all(materialize(install_inputs(ASSETS / "train.yaml"), AWS_OPTIONS)))
+    assert "EnableInterContainerTrafficEncryption" not in plain
+    options = {**AWS_OPTIONS, "inter_container_encryption": True}
+    encrypted = next(yaml.safe_load_all(materialize(install_inputs(ASSETS / "train.yaml"), options)))
+    assert encrypted["EnableInterContainerTrafficEncryption"] is True
+    assert request_problems(encrypted) == []
+
+
 @pytest.mark.parametrize(("storage", "gb"), [("200Gi", 215), ("100G", 100), ("1Ti", 1100), ("500Mi", 1)])
 def test_ebs_storage_in_gb(storage: str, gb: int) -> None:
     assert volume_gb(storage) == gb

@@ -65,7 +65,8 @@ def describe(record: dict[str, Any]) -> dict[str, Any]:
         "Environment": req.get("Environment") or {},
         "ResponseMetadata": {"HTTPStatusCode": 200},
     }
-    for key in ("VpcConfig", "CheckpointConfig", "EnableNetworkIsolation", "EnableManagedSpotTraining"):
+    for key in ("VpcConfig", "CheckpointConfig", "EnableNetworkIsolation", "EnableManagedSpotTraining",
+                "EnableInterContainerTrafficEncryption"):
         if key in req:
             out[key] = req[key]
     if record["failure_reason"]:

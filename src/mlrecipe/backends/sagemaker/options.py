@@ -82,6 +82,9 @@ class SageMakerOptions(BackendOptions):
     subnets: list[str] = Field(default_factory=list, description="VpcConfig.Subnets (file-system channels need them)")
     security_groups: list[str] = Field(default_factory=list, description="VpcConfig.SecurityGroupIds")
     network_isolation: bool = Field(False, description="EnableNetworkIsolation (no outbound network in the container)")
+    inter_container_encryption: bool = Field(
+        False, description="EnableInterContainerTrafficEncryption: encrypt the traffic between the job's hosts "
+        "(distributed training; slower, and billed longer)")
     file_systems: dict[str, FileSystem] = Field(
         default_factory=dict, description="pvc name -> file system mounted as a channel at the pvc's mount path "
         "(mode aws: pvcs without one are not mounted; mode local: they are the local backend's volumes)")

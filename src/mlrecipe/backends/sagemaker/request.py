@@ -270,7 +270,7 @@ def _environment(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None
 
 
 def _optional(request: dict[str, Any], options: SageMakerOptions, origins: dict[str, Origin]) -> None:
-    """Spot, checkpoints, VPC and network isolation, when the options ask for them."""
+    """Spot, checkpoints, VPC, network isolation and inter-container encryption, when the options ask for them."""
     if options.max_wait is not None:
         request["StoppingCondition"]["MaxWaitTimeInSeconds"] = options.max_wait
         request["EnableManagedSpotTraining"] = True
@@ -284,3 +284,5 @@ def _optional(request: dict[str, Any], options: SageMakerOptions, origins: dict[
         origins["VpcConfig.SecurityGroupIds"] = ("option", "security_groups")
     if options.network_isolation:
         request["EnableNetworkIsolation"] = True
+    if options.inter_container_encryption:
+        request["EnableInterContainerTrafficEncryption"] = True
