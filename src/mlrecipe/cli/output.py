@@ -7,8 +7,14 @@ import json
 import sys
 from typing import Any
 
-from mlrecipe.credentials import redact_text
 from mlrecipe.errors import ExitCode, MlrecipeError, SpecError
+
+
+def redact_text(text: str) -> str:
+    """:func:`mlrecipe.credentials.redact_text`, loaded only when an error is printed."""
+    from mlrecipe.credentials import redact_text as redact
+
+    return redact(text)
 
 
 def print_spec_error(exc: SpecError) -> None:
