@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mlrecipe.runtime.step_runtime import NCCL_SOCKETS
+
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 EFA_SELECTED = re.compile(r"selected provider is efa", re.IGNORECASE)
-SOCKETS = re.compile(r"NET/Socket|Using network Socket")
+SOCKETS = NCCL_SOCKETS  # one pattern for the check after the run and the runtime's fabric check
 NCCL_INFO = re.compile(r"NCCL INFO")
 TAIL_BYTES = 4 << 20
 FIX = ("NCCL fell back to TCP sockets although the step requested EFA (vpc.amazonaws.com/efa); fix: run an image "

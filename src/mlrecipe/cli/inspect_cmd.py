@@ -245,6 +245,9 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
                     step["server"] = check.word
                     if check.reason:
                         step["server_reason"] = check.reason
+                fabric = _fabric_figures(r, step["name"])
+                if fabric:
+                    step["fabric"] = fabric
                 told = notes.get((r.backend, r.namespace, r.release), {}).get(step["name"])
                 if told is not None:
                     step.update({"live": told.note} if told.note else {"live_error": told.error})
@@ -274,9 +277,26 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             server = f"  [server {live[name]}]" if name in live else ""
             progress = f"  [{Progress(**s.progress)}]" if s.progress else ""
             note = f"  [{now[name]}]" if name in now else ""
+            fabric_note = _fabric_line(_fabric_figures(r, name))
             print(f"  {name:<20} {r.step_state(s).value:<12} {r.backend_of(s):<10} {s.chart}{needs}{url}{server}"
-                  f"{progress}{note}{extra}")
+                  f"{progress}{note}{fabric_note}{extra}")
     return ExitCode.OK
+
+
+def _fabric_figures(record: ReleaseRecord, step: str) -> list[dict]:
+    """The fabric check's figures of every node of ``step`` (``fabric-node-<rank>.json`` in its log directory)."""
+    from mlrecipe.runtime.step_runtime import read_fabric_figures
+
+    return read_fabric_figures(Path(record.directory) / "steps" / step) if record.directory else []
+
+
+def _fabric_line(figures: list[dict]) -> str:
+    """The fabric check on ``status``'s step line: transport, the lowest node's best bus bandwidth, its ratio."""
+    if not figures:
+        return ""
+    worst = min(figures, key=lambda f: f.get("busbw_gbs", 0.0))
+    ratio = f", {worst['ratio']:.3f} of {worst['node_type']}" if worst.get("ratio") is not None else ""
+    return f"  [fabric {worst.get('transport')} busbw {worst.get('busbw_gbs', 0.0):.3f} GB/s{ratio}]"
 
 
 def _one_line(message: str, release: str, step: str) -> str:

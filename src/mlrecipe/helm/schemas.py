@@ -118,6 +118,14 @@ COMMON: dict[str, Any] = {
         "Hang detection by the step runtime: stacks of every node on a hang, then fail or restart.",
         required=["hang_timeout"],
     ),
+    "network_check": {
+        "anyOf": [
+            {"type": ["boolean", "null"]},
+            obj({"min_ratio": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 10},
+                 "node_type": S}, "Fabric check settings."),
+        ],
+        "description": "Fabric check before the command: true or {min_ratio, node_type}.",
+    },
     "framework": S,
     "resources": obj(
         {

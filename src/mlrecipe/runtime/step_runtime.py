@@ -11,9 +11,10 @@ Usage: ``python3 step_runtime.py STEP_JSON``
     {"version": 1, "release": str, "namespace": str, "step": str, "chart": str,
      "git": {"repo_url": str, "branch": str|null, "commit": str|null} | null,
      "inline_script": [str], "pre_script": [str], "command": [str], "args": [str],
-     "post_script": [str], "watchdog": {"hang_timeout": str|number, "on_hang": str, "max_restarts": int}}
+     "post_script": [str], "watchdog": {"hang_timeout": str|number, "on_hang": str, "max_restarts": int},
+     "network_check": {"min_ratio": number|null, "node_type": str|null, "efa": bool}}
 
-(``watchdog`` only when the recipe sets one.)
+(``watchdog`` and ``network_check`` only when the recipe sets them.)
 
 In this order, in one bash session so that exports carry over, it: clones ``git`` into
 ``$HOME/tmp/$HOSTNAME`` (exported as ``GIT_CLONE_DIR``, the working directory afterwards),
@@ -40,6 +41,13 @@ line in ``$MLRECIPE_METRICS_FILE`` and no other node's activity for ``hang_timeo
 of every thread of every Python process of its node into the step's log directory, tells the other nodes (through
 that directory, which they share on every backend but a Kubernetes step without a shared volume), stops the command
 and exits with :data:`HANG_STATUS`, or runs the command again (``on_hang: restart``). See :class:`Watchdog`.
+
+With ``network_check`` (a multi-node step), every node first runs a timed all-reduce of 1, 8 and 64 MiB across the
+step's nodes in a child ``python3`` (one process per node; NCCL on a GPU, gloo on CPU; rendezvous at
+``PET_MASTER_ADDR`` and ``PET_MASTER_PORT`` + :data:`FABRIC_PORT_OFFSET`), with ``NCCL_DEBUG=INFO`` for itself only,
+and writes the transport and bus bandwidth to ``fabric-node-<rank>.json`` in the step's log directory. Without torch
+in the image the check is skipped; an EFA step whose image lacks libfabric's efa provider or the aws-ofi-nccl plugin,
+or a bandwidth below ``min_ratio`` of the node type's baseline, fails the node (exit 1) before the command.
 """
 
 from __future__ import annotations
@@ -928,6 +936,205 @@ def _watched_attempt(program: dict, watchdog: Watchdog, env: dict[str, str],
     return (128 - status if status < 0 else status), None
 
 
+# --- The fabric check: a measured all-reduce before the command (the program's "network_check" block) ------------
+
+#: NCCL's own log lines that say which transport it chose (also read by :mod:`mlrecipe.nccl_network`: one source).
+NCCL_SOCKETS = re.compile(r"NET/Socket|Using network Socket")
+NCCL_EFA = re.compile(r"selected provider is efa|NET/OFI.*efa|NET/AWS Libfabric", re.IGNORECASE)
+NCCL_IB = re.compile(r"NET/IB|Using network IB")
+FABRIC_FILE = "fabric-node-{rank}.json"
+FABRIC_SIZES = (1 << 20, 8 << 20, 64 << 20)
+#: The check's rendezvous port: PET_MASTER_PORT plus this (the launcher's own port stays free for the command).
+FABRIC_PORT_OFFSET = 17
+#: Published per-node EFA bandwidth, Gbit/s (docs/operating.md cites the sources); keys are instance-type prefixes.
+FABRIC_BASELINE_GBPS = {
+    "p4d.": 400.0, "p4de.": 400.0, "p5.": 3200.0, "p5e.": 3200.0, "p5en.": 3200.0,
+    "g5.48xlarge": 100.0, "g6.48xlarge": 100.0, "trn1.32xlarge": 800.0, "trn1n.32xlarge": 1600.0,
+}
+FABRIC_FIX = ("fix: give the pods their EFA devices (the EFA device plugin, vpc.amazonaws.com/efa requests), a "
+              "security group that allows all traffic within itself, FI_PROVIDER=efa, FI_EFA_USE_DEVICE_RDMA=1, "
+              "NCCL_SOCKET_IFNAME=^lo,docker, and the aws-ofi-nccl plugin (libnccl-net*.so) on LD_LIBRARY_PATH")
+PLUGIN_DIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64", "/opt/amazon/efa/lib",
+               "/opt/amazon/efa/lib64", "/opt/aws-ofi-nccl/lib", "/usr/local/lib")
+FABRIC_SCRIPT = r'''"""Written by the mlrecipe step runtime's fabric check: a timed all-reduce across the nodes."""
+import json, os, sys, time
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:
+    sys.exit(3)
+rank, world = int(sys.argv[1]), int(sys.argv[2])
+gpu = torch.cuda.is_available()
+backend = "nccl" if gpu else "gloo"
+if gpu:
+    torch.cuda.set_device(0)
+dist.init_process_group(backend, init_method=sys.argv[3], rank=rank, world_size=world)
+device = "cuda" if gpu else "cpu"
+rows = []
+for size in [int(s) for s in sys.argv[4].split(",")]:
+    x = torch.ones(size // 4, dtype=torch.float32, device=device)
+    dist.all_reduce(x)
+    iters = 3 if size <= (8 << 20) else 2
+    if gpu:
+        torch.cuda.synchronize()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(x)
+    if gpu:
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / iters
+    algbw = size / seconds / 1e9
+    rows.append({"bytes": size, "seconds": seconds, "algbw_gbs": algbw,
+                 "busbw_gbs": algbw * 2 * (world - 1) / world})
+dist.destroy_process_group()
+print("MLRECIPE_FABRIC " + json.dumps({"backend": backend, "sizes": rows}), flush=True)
+'''
+
+
+@dataclass
+class FabricSettings:
+    """The program's ``network_check`` block: ``true`` or ``{min_ratio, node_type}``."""
+
+    min_ratio: float | None = None
+    node_type: str | None = None
+    efa: bool = False
+
+    @classmethod
+    def from_program(cls, program: dict) -> FabricSettings | None:
+        """The settings, or None when the program asks for no check."""
+        block = program.get("network_check")
+        if not block:
+            return None
+        if block is True:
+            return cls()
+        return cls(block.get("min_ratio"), block.get("node_type"), bool(block.get("efa")))
+
+
+def nccl_transport(log_text: str) -> str:
+    """The transport NCCL's INFO lines say it chose: ``efa``, ``ib``, ``socket`` or ``unknown``."""
+    if NCCL_EFA.search(log_text):
+        return "efa"
+    if NCCL_IB.search(log_text):
+        return "ib"
+    if NCCL_SOCKETS.search(log_text):
+        return "socket"
+    return "unknown"
+
+
+def baseline_gbps(node_type: str | None) -> float | None:
+    """The published per-node fabric bandwidth (Gbit/s) of ``node_type``, by the longest matching prefix."""
+    if not node_type:
+        return None
+    keys = [k for k in FABRIC_BASELINE_GBPS if node_type.removeprefix("ml.").startswith(k)]
+    return FABRIC_BASELINE_GBPS[max(keys, key=len)] if keys else None
+
+
+def wants_efa(settings: FabricSettings, env: dict[str, str]) -> bool:
+    """Whether the node is meant to use EFA: the step requests EFA devices, or ``FI_PROVIDER=efa``."""
+    return settings.efa or env.get("FI_PROVIDER", "").lower() == "efa"
+
+
+def efa_readiness(env: dict[str, str]) -> str | None:
+    """Why this image cannot use EFA (no libfabric efa provider, no aws-ofi-nccl plugin), or None when it can."""
+    problems = []
+    fi_info = shutil.which("fi_info", path=env.get("PATH"))
+    if fi_info is None:
+        problems.append("fi_info (libfabric) is not on PATH")
+    else:
+        try:
+            probe = subprocess.run([fi_info, "-p", "efa"], env=env, capture_output=True, timeout=20)
+            if probe.returncode != 0:
+                problems.append("`fi_info -p efa` finds no efa provider")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append(f"`fi_info -p efa` failed: {exc}")
+    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(PLUGIN_DIRS)
+    if not any(os.path.isdir(d) and any(n.startswith("libnccl-net") and ".so" in n for n in os.listdir(d))
+               for d in dirs):
+        problems.append("no aws-ofi-nccl plugin (libnccl-net*.so) on LD_LIBRARY_PATH or under /opt/amazon")
+    if not problems:
+        return None
+    return "EFA is not ready in this image: " + "; ".join(problems) + "; " + FABRIC_FIX
+
+
+def run_fabric_check(settings: FabricSettings, env: dict[str, str], log_dir: str | None, temp_dir: str,
+                     say: Callable[[str], None]) -> tuple[dict | None, str | None]:
+    """Run the check on this node: its figures (also written as ``fabric-node-<rank>.json`` in ``log_dir``) and
+    the reason to fail the step before its command, if any."""
+    if wants_efa(settings, env):
+        reason = efa_readiness(env)
+        if reason:
+            return None, reason
+    nnodes = int(env.get("PET_NNODES", "1") or 1)
+    rank = int(env.get("PET_NODE_RANK", "0") or 0)
+    if nnodes < 2:
+        say("fabric check: skipped (a single node)")
+        return None, None
+    python = sys.executable or shutil.which("python3", path=env.get("PATH"))  # the runtime's own python3
+    if not python:
+        say("fabric check: skipped (no python3 in the image)")
+        return None, None
+    script = os.path.join(temp_dir, "mlrecipe_fabric_check.py")
+    with open(script, "w", encoding="utf-8") as fh:
+        fh.write(FABRIC_SCRIPT)
+    port = int(env.get("PET_MASTER_PORT") or DEFAULT_MASTER_PORT) + FABRIC_PORT_OFFSET
+    url = f"tcp://{env.get('PET_MASTER_ADDR', '127.0.0.1')}:{port}"
+    child_env = {**env, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+    start = time.monotonic()
+    try:
+        done = subprocess.run([python, script, str(rank), str(nnodes), url, ",".join(map(str, FABRIC_SIZES))],
+                              env=child_env, capture_output=True, text=True, errors="replace",
+                              timeout=float(env.get("MLRECIPE_FABRIC_TIMEOUT", "300")))
+    except subprocess.TimeoutExpired:
+        return None, f"fabric check: the all-reduce across {nnodes} nodes did not finish; {FABRIC_FIX}"
+    if done.returncode == 3:
+        say("fabric check: skipped (torch is not installed in the image)")
+        return None, None
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("MLRECIPE_FABRIC ")), None)
+    if done.returncode != 0 or line is None:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return None, f"fabric check failed (exit {done.returncode}): {' | '.join(tail)}; {FABRIC_FIX}"
+    figures = json.loads(line.split(" ", 1)[1])
+    figures.update(node=rank, nnodes=nnodes, seconds=round(time.monotonic() - start, 3),
+                   transport=nccl_transport(done.stdout + done.stderr) if figures["backend"] == "nccl" else "gloo")
+    best = max(row["busbw_gbs"] for row in figures["sizes"])
+    figures["busbw_gbs"] = best
+    reason = None
+    expected = baseline_gbps(settings.node_type)
+    if expected is not None:
+        figures.update(node_type=settings.node_type, baseline_gbps=expected, ratio=best * 8 / expected)
+    if settings.min_ratio is not None:
+        figures["min_ratio"] = settings.min_ratio
+        if expected is None:
+            say(f"fabric check: no baseline for node type {settings.node_type or '(unknown)'}; min_ratio not applied")
+        elif figures["ratio"] < settings.min_ratio:
+            reason = (f"fabric check: bus bandwidth {best * 8:.1f} Gbit/s is {figures['ratio']:.3f} of "
+                      f"{settings.node_type}'s {expected:.0f} Gbit/s (min_ratio {settings.min_ratio}, transport "
+                      f"{figures['transport']}); {FABRIC_FIX}")
+    if log_dir:
+        with contextlib.suppress(OSError):
+            os.makedirs(log_dir, exist_ok=True)
+            with open(os.path.join(log_dir, FABRIC_FILE.format(rank=rank)), "w", encoding="utf-8") as fh:
+                json.dump(figures, fh, indent=1)
+    say(f"fabric check: {figures['transport']}, bus bandwidth " + ", ".join(
+        f"{row['bytes'] >> 20} MiB {row['busbw_gbs']:.3f} GB/s" for row in figures["sizes"])
+        + f" ({figures['seconds']:.1f} s)")
+    return figures, reason
+
+
+def read_fabric_figures(log_dir: str | os.PathLike[str]) -> list[dict]:
+    """The fabric check's figures of every node of the step whose log directory is ``log_dir``."""
+    rows = []
+    try:
+        names = sorted(n for n in os.listdir(log_dir) if n.startswith("fabric-node-") and n.endswith(".json"))
+    except OSError:
+        return []
+    for name in names:
+        with contextlib.suppress(OSError, ValueError), open(os.path.join(log_dir, name), encoding="utf-8") as fh:
+            rows.append(json.load(fh))
+    return rows
+
+
 # --- Running the step program ------------------------------------------------------------------------------------
 
 
@@ -954,10 +1161,33 @@ def run(program: dict, env: dict[str, str] | None = None) -> int:
     log = _open_log(_log_path(program, env))
     temp_dir = node_temp_dir(env)
     try:
+        fabric = FabricSettings.from_program(program)
+        if fabric is not None:
+            status = _fabric_gate(fabric, program, env, log)
+            if status:
+                return status
         return _run_watched(program, env, log, watchdog) if watchdog else _run_script(program, env, log)
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _fabric_gate(settings: FabricSettings, program: dict, env: dict[str, str], log: BinaryIO | None) -> int:
+    """Run the fabric check before the command: 0 to go on, 1 (with the reason in the node's output) to fail."""
+    def say(text: str) -> None:
+        _tee(f"[mlrecipe] {text}\n".encode(), log)
+
+    scratch = tempfile.mkdtemp(prefix="mlrecipe-fabric-", dir=env.get("TMPDIR") or None)
+    try:
+        _, reason = run_fabric_check(settings, env, step_log_dir(program, env), scratch, say)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if reason is None:
+        return 0
+    say(f"error: {reason}")
+    _termination_message(env, reason)
+    _sagemaker_failure(env, reason)
+    return 1
 
 
 def _run_script(program: dict, env: dict[str, str], log: BinaryIO | None) -> int:

@@ -356,6 +356,15 @@ class Watchdog(Model):
                               "restart).")
 
 
+class NetworkCheck(Model):
+    """The fabric check by the step runtime before the command (docs/operating.md, Fabric check)."""
+
+    min_ratio: float | None = Field(None, gt=0, le=10, description="Fail the step before its command when the "
+                                    "measured bus bandwidth is below this share of the node type's baseline.")
+    node_type: str | None = Field(None, description="Instance type whose baseline gives the ratio (p4d.24xlarge, "
+                                  "p5.48xlarge, ...); default: the step's node_type.")
+
+
 class ImageRef(Model):
     """An image given as a map, as the serving charts of the reference take it."""
 
@@ -482,6 +491,10 @@ class Recipe(Model):
     watchdog: Watchdog | None = Field(
         None, description="Hang detection: {hang_timeout, on_hang: fail|restart, max_restarts}: every node's Python "
         "stacks are taken when the step makes no progress for hang_timeout; unset: no watchdog."
+    )
+    network_check: bool | NetworkCheck | None = Field(
+        None, description="Fabric check of a multi-node step: true or {min_ratio, node_type}: a timed all-reduce "
+        "(1-64 MiB) across the nodes before the command, its transport and bus bandwidth in the step's log directory."
     )
     step_name: str | None = Field(
         None, description="Step name (label mlrecipe.io/step, MLRECIPE_STEP); default: the pipeline step or chart name."

@@ -11,6 +11,7 @@ from typing import Any
 
 from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.metrics import METRICS_FILE, METRICS_VAR
+from mlrecipe.nccl_network import requests_efa
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -36,6 +37,11 @@ def step_program(step: StepSpec, ctx: ReleaseContext) -> dict[str, Any]:
     }
     if recipe.watchdog is not None:  # absent: the program (and the golden plans) as without a watchdog
         program["watchdog"] = recipe.watchdog.model_dump()
+    if recipe.network_check:  # the fabric check (docs/operating.md): a map with the node type's baseline key
+        check = recipe.network_check.model_dump() if recipe.network_check is not True else {}
+        check["node_type"] = check.get("node_type") or recipe.resources.node_type
+        check["efa"] = requests_efa(values)
+        program["network_check"] = check
     return program
 
 

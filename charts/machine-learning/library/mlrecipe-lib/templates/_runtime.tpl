@@ -2,7 +2,8 @@
 Delivery of the one step runtime: a ConfigMap with step_runtime.py (the chart's
 files/step_runtime.py, a link to src/mlrecipe/runtime/step_runtime.py) and step.json,
 the step program rendered from the values, mounted at /etc/mlrecipe. The values' watchdog
-block (hang detection) goes into step.json as it is; without one step.json has no watchdog.
+block (hang detection) goes into step.json as it is; without one step.json has no watchdog. A network_check
+(true or a map) goes in as a map, with resources.node_type as its node_type when it names none.
 */}}
 
 {{/* step.json. Usage: include "mlrecipe.stepProgram" (dict "ctx" $ "block" "train" "override" <dict or nil>) */}}
@@ -29,6 +30,9 @@ block (hang detection) goes into step.json as it is; without one step.json has n
   "post_script" (include "mlrecipe.strings" ($v.post_script | default list) | fromJsonArray)
 -}}
 {{- if $v.watchdog }}{{ $_ := set $prog "watchdog" $v.watchdog }}{{ end -}}
+{{- if $v.network_check }}{{ $nc := dict }}{{ if kindIs "map" $v.network_check }}{{ $nc = deepCopy $v.network_check }}{{ end -}}
+{{- if not $nc.node_type }}{{ $_ := set $nc "node_type" (dig "resources" "node_type" nil $v) }}{{ end -}}
+{{- $_ := set $prog "network_check" $nc }}{{ end -}}
 {{- range $k, $val := (.override | default dict) }}{{ $_ := set $prog $k $val }}{{ end -}}
 {{- toPrettyJson $prog -}}
 {{- end -}}
