@@ -3,7 +3,8 @@ Delivery of the one step runtime: a ConfigMap with step_runtime.py (the chart's
 files/step_runtime.py, a link to src/mlrecipe/runtime/step_runtime.py) and step.json,
 the step program rendered from the values, mounted at /etc/mlrecipe. The values' watchdog
 block (hang detection) goes into step.json as it is; without one step.json has no watchdog. A network_check
-(true or a map) goes in as a map, with resources.node_type as its node_type when it names none.
+(true or a map) goes in as a map, with resources.node_type as its node_type when it names none and efa: whether
+resources requests vpc.amazonaws.com/efa (the runtime then checks the image's EFA readiness first).
 */}}
 
 {{/* step.json. Usage: include "mlrecipe.stepProgram" (dict "ctx" $ "block" "train" "override" <dict or nil>) */}}
@@ -31,7 +32,9 @@ block (hang detection) goes into step.json as it is; without one step.json has n
 -}}
 {{- if $v.watchdog }}{{ $_ := set $prog "watchdog" $v.watchdog }}{{ end -}}
 {{- if $v.network_check }}{{ $nc := dict }}{{ if kindIs "map" $v.network_check }}{{ $nc = deepCopy $v.network_check }}{{ end -}}
-{{- if not $nc.node_type }}{{ $_ := set $nc "node_type" (dig "resources" "node_type" nil $v) }}{{ end -}}
+{{- $res := $v.resources | default dict }}{{ if not $nc.node_type }}{{ $_ := set $nc "node_type" (get $res "node_type" | default nil) }}{{ end -}}
+{{- $efa := false }}{{ range $kind := list "requests" "limits" }}{{ if hasKey ((get $res $kind) | default dict) "vpc.amazonaws.com/efa" }}{{ $efa = true }}{{ end }}{{ end -}}
+{{- $_ := set $nc "efa" $efa -}}
 {{- $_ := set $prog "network_check" $nc }}{{ end -}}
 {{- range $k, $val := (.override | default dict) }}{{ $_ := set $prog $k $val }}{{ end -}}
 {{- toPrettyJson $prog -}}
