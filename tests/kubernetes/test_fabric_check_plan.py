@@ -37,7 +37,7 @@ def _step_programs(sets: list[str], extra: tuple[Path, ...] = ()) -> list[dict]:
 def test_step_json_carries_the_network_check(mlhome: Path, tmp_path: Path, update_golden: bool) -> None:
     assert all("network_check" not in p for p in _step_programs([])), "no key: step.json as before"
     plain = _step_programs(["network_check=true"])
-    assert [FabricSettings.from_program(p) for p in plain] == [FabricSettings(None, "g6.2xlarge", False)]  # resources.node_type
+    assert [FabricSettings.from_program(p) for p in plain] == [FabricSettings(None, "g6.2xlarge", False)]
     overlay = tmp_path / "check.yaml"
     overlay.write_text("network_check: {min_ratio: 0.5, node_type: p4d.24xlarge}\n")
     programs = _step_programs([], (overlay,))
