@@ -86,3 +86,26 @@ def test_efa_step_fails_before_the_command_when_the_image_is_not_ready(tmp_path:
     log = (tmp_path / "home" / "logs" / "s" / "node-0.log").read_text()
     assert "EFA is not ready in this image: fi_info (libfabric) is not on PATH" in log
     assert "security group" in log
+
+
+@pytest.mark.integration
+def test_an_image_without_torch_skips_the_check_in_one_line_and_runs_the_command(tmp_path: Path) -> None:
+    """The runtime under a python3 without torch (the system's): the step is not failed for it."""
+    import json
+    import shutil
+    import subprocess
+
+    system_python = shutil.which("python3", path="/usr/bin:/bin")
+    if system_python is None or subprocess.run([system_python, "-c", "import torch"],
+                                               capture_output=True).returncode == 0:
+        pytest.skip("no python3 without torch on this machine")
+    program = tmp_path / "step.json"
+    marker = tmp_path / "ran"
+    program.write_text(json.dumps({"step": "s", "command": ["touch", str(marker)], "network_check": {}}))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PET_NNODES": "2", "PET_NODE_RANK": "0",
+           "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": "1"}
+    done = subprocess.run([system_python, rt.__file__, str(program)], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("fabric check: skipped (torch is not installed in the image)") == 1, done.stdout
+    assert marker.exists()

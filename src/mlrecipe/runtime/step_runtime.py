@@ -1004,7 +1004,7 @@ class FabricSettings:
     def from_program(cls, program: dict) -> FabricSettings | None:
         """The settings, or None when the program asks for no check."""
         block = program.get("network_check")
-        if not block:
+        if block is None or block is False:
             return None
         if block is True:
             return cls()
