@@ -492,7 +492,7 @@ class Recipe(Model):
         None, description="Hang detection: {hang_timeout, on_hang: fail|restart, max_restarts}: every node's Python "
         "stacks are taken when the step makes no progress for hang_timeout; unset: no watchdog."
     )
-    network_check: bool | NetworkCheck | None = Field(
+    network_check: NetworkCheck | None = Field(
         None, description="Fabric check of a multi-node step: true or {min_ratio, node_type}: a timed all-reduce "
         "(1-64 MiB) across the nodes before the command, its transport and bus bandwidth in the step's log directory."
     )
@@ -545,6 +545,14 @@ class Recipe(Model):
     _lists = field_validator("inline_script", "pre_script", "post_script", "tolerations", "pvc", mode="before")(
         _as_list
     )
+
+    @field_validator("network_check", mode="before")
+    @classmethod
+    def _check_switch(cls, value: Any) -> Any:
+        """``network_check: true`` is the check with its defaults; ``false`` none (one error for a bad map)."""
+        if value is True:
+            return {}
+        return None if value is False else value
 
     @field_validator("ebs", mode="before")
     @classmethod

@@ -37,8 +37,8 @@ def step_program(step: StepSpec, ctx: ReleaseContext) -> dict[str, Any]:
     }
     if recipe.watchdog is not None:  # absent: the program (and the golden plans) as without a watchdog
         program["watchdog"] = recipe.watchdog.model_dump()
-    if recipe.network_check:  # the fabric check (docs/operating.md): a map with the node type's baseline key
-        check = recipe.network_check.model_dump() if recipe.network_check is not True else {}
+    if recipe.network_check is not None:  # the fabric check (docs/operating.md): a map, with the baseline's key
+        check = recipe.network_check.model_dump()
         check["node_type"] = check.get("node_type") or recipe.resources.node_type
         check["efa"] = requests_efa(values)
         program["network_check"] = check
