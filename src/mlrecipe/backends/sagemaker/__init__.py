@@ -12,11 +12,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mlrecipe.backends.sagemaker.client import INSTALL_HINT, aws_client, error_code, require_boto3
+    from mlrecipe.backends.sagemaker.client import aws_client, error_code
     from mlrecipe.backends.sagemaker.options import SageMakerOptions
+    from mlrecipe.backends.sagemaker.sdk import INSTALL_HINT, require_boto3
 
 __all__ = ["INSTALL_HINT", "SageMakerOptions", "aws_client", "error_code", "require_boto3"]
-_HOMES = {"INSTALL_HINT": "client", "aws_client": "client", "error_code": "client", "require_boto3": "client",
+_HOMES = {"INSTALL_HINT": "sdk", "aws_client": "client", "error_code": "client", "require_boto3": "sdk",
           "SageMakerOptions": "options"}
 
 

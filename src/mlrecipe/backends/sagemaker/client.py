@@ -7,29 +7,17 @@ again and shows it as a progress note.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
 
-from mlrecipe.errors import BackendError, TransientBackendError, UserError
+from mlrecipe.backends.sagemaker.sdk import require_boto3
+from mlrecipe.errors import BackendError, TransientBackendError
 
-INSTALL_HINT = "the sagemaker backend needs boto3: pip install 'mlrecipe[sagemaker]' (or pip install boto3)"
 TRANSIENT_CODES = frozenset({"Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled",
                              "TooManyRequestsException", "ProvisionedThroughputExceededException",
                              "RequestLimitExceeded", "SlowDown", "ServiceUnavailable", "InternalFailure",
                              "InternalServerError", "InternalError", "RequestTimeout", "RequestTimeoutException"})
-
-
-def require_boto3() -> None:
-    """Raise a :class:`UserError` with the install hint when boto3 (or botocore) is not installed; found without
-    importing it (local mode never imports boto3 unless a channel reads ``s3://``)."""
-    try:
-        found = all(importlib.util.find_spec(name) is not None for name in ("boto3", "botocore"))
-    except ValueError:  # a module set to None in sys.modules (how tests hide a package)
-        found = False
-    if not found:
-        raise UserError(INSTALL_HINT)
 
 
 def aws_client(service: str, region: str | None, endpoint_url: str | None) -> Any:

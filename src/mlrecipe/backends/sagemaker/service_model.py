@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mlrecipe.backends.sagemaker.client import require_boto3
+from mlrecipe.backends.sagemaker.sdk import require_boto3
 
 SERVICE = "sagemaker"
 #: The operations whose requests are validated (training jobs; a local endpoint's model, config and endpoint).
