@@ -6,6 +6,11 @@ A tree holds (1) an entry file at each path the recipes run (the reference's pat
 import, so that the tree runs where mlrecipe is not installed (``/etc/framework-scripts`` in a training image).
 A tree of Triton python-backend models instead holds a subpackage's modules as top-level files that import each
 other as siblings (``flat``): a recipe copies them into a model's version folder, where Triton imports them.
+
+Which trees exist (chart, framework, subpackages) is a fact of the CLI's framework registry,
+``mlrecipe.spec.frameworks``; this package ships without the CLI and never imports it, so
+``tests/unit/test_framework_registry.py`` fails while :data:`TREES` and the registry's trees differ. A new framework
+is added to both.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mlrecipe.errors import UnknownChartError
+from mlrecipe.spec import frameworks
 from mlrecipe.spec import recipe as recipe_models
 from mlrecipe.spec.catalog import CHART_SPECIFIC_BLOCKS, ChartInfo, lookup
 from mlrecipe.spec.credential_names import ambiguous_env_issues
@@ -23,9 +24,8 @@ from mlrecipe.spec.errors import SpecError, SpecIssue, format_path, parse_path
 from mlrecipe.spec.framework_scripts import framework_warnings
 from mlrecipe.spec.issues import ValueSources, pydantic_issues, set_values_doc
 from mlrecipe.spec.launcher import expand_launcher
-from mlrecipe.spec.matrix import MatrixPoint, expand_matrix, group_heads, wire
-from mlrecipe.spec.megatron_blend import blend_issues
-from mlrecipe.spec.pipeline import Pipeline, Sweep
+from mlrecipe.spec.matrix import MatrixPoint, Variant, expand_matrix, group_heads, wire
+from mlrecipe.spec.pipeline import Pipeline, PipelineStep, Sweep
 from mlrecipe.spec.recipe import COMMAND_BLOCKS, Recipe
 from mlrecipe.spec.step_defaults import config_step_defaults
 from mlrecipe.spec.values import deep_merge, parse_sets, set_roots
@@ -342,16 +342,45 @@ def _unknown_set_steps(sets: list[str], overrides: dict[str, Any], names: list[s
 
 
 def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpec:
-    """Load and validate a pipeline file and every recipe it names; all issues at once."""
+    """Load and validate a pipeline file and every recipe it names; all issues at once.
+
+    Phases: read the file into its model, check its shape (step names, matrix, ``--set``), resolve each step's values
+    (recipe files, inline values, ``--set``) and build its steps, order them, then run the frameworks' pipeline checks
+    on the release."""
+    doc, pipeline = _read_pipeline(path)
+    variants, issues = _shape_issues(pipeline, doc)
+    overrides, set_issues = _pipeline_overrides(sets or [], pipeline)
+    issues.extend(set_issues)
+    base = Path(path).resolve().parent
+    steps: list[StepSpec] = []
+    for i, st in enumerate(pipeline.steps):
+        steps.extend(_pipeline_step(i, st, variants[i], doc, base, overrides, issues))
+    if issues:
+        raise SpecError(issues)
+    ordered, order_issues = _order_steps(group_heads(steps), doc)  # on the file's steps: their lines
+    if order_issues:
+        raise SpecError(order_issues)
+    spec = _release(pipeline, doc, wire(ordered, steps))
+    framework_issues = [issue for check in frameworks.pipeline_checks() for issue in check(spec)]
+    if framework_issues:
+        raise SpecError(framework_issues)
+    return spec
+
+
+def _read_pipeline(path: str | Path) -> tuple[YamlDoc, Pipeline]:
+    """The pipeline file and its model (one issue for a file that is not a mapping; the model's issues at once)."""
     doc = load_yaml(path)
     data = doc.data if doc.data is not None else {}
-    sources = ValueSources([(doc, (), "")])
     if not isinstance(data, dict):
         raise SpecError.single(doc.file, f"a pipeline must be a mapping, got {type(data).__name__}", 1)
     try:
-        pipeline = Pipeline.model_validate(data)
+        return doc, Pipeline.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(pydantic_issues(exc, data, sources)) from None
+        raise SpecError(pydantic_issues(exc, data, ValueSources([(doc, (), "")]))) from None
+
+
+def _shape_issues(pipeline: Pipeline, doc: YamlDoc) -> tuple[list[list[Variant]], list[SpecIssue]]:
+    """Each step's matrix variants, and the issues of the steps' shape: duplicate names, bad matrices."""
     issues: list[SpecIssue] = []
     seen: dict[str, int] = {}
     for i, st in enumerate(pipeline.steps):
@@ -361,83 +390,107 @@ def load_pipeline(path: str | Path, sets: list[str] | None = None) -> ReleaseSpe
                                     f"duplicate step name '{st.name}' (also steps[{seen[st.name]}])"))
         seen.setdefault(st.name, i)
     variants, matrix_issues = expand_matrix(pipeline, doc)
-    issues.extend(matrix_issues)
+    return variants, issues + matrix_issues
+
+
+def _pipeline_overrides(sets: list[str], pipeline: Pipeline) -> tuple[dict[str, Any], list[SpecIssue]]:
+    """The ``--set`` overrides by step name, and the issues of expressions that cannot be read or name no step."""
+    issues: list[SpecIssue] = []
     try:
-        overrides = parse_sets(sets or [])
+        overrides = parse_sets(sets)
     except SpecError as exc:
         issues.extend(exc.issues)
         overrides = {}
-    issues.extend(_unknown_set_steps(sets or [], overrides, [st.name for st in pipeline.steps]))
-    base = Path(path).resolve().parent
+    return overrides, issues + _unknown_set_steps(sets, overrides, [st.name for st in pipeline.steps])
+
+
+def _recipe_values(i: int, st: PipelineStep, doc: YamlDoc, base: Path, sources: ValueSources) -> dict[str, Any]:
+    """The step's recipe: inline, or read from its files (a file that cannot be read: at the line naming it)."""
+    loc: Loc = ("steps", i, "recipe")
+    if isinstance(st.recipe, dict):
+        sources.entries.append((doc, loc, f"steps[{i}].recipe"))
+        return dict(st.recipe)
+    if isinstance(st.recipe, list) and not st.recipe:
+        raise SpecError([SpecIssue(doc.file, doc.line_of(loc), format_path(loc), "an empty list names no "
+                                   "recipe: give a file, a list of files, or the recipe itself (a mapping)")])
+    if st.recipe is None:  # no recipe: what the values lack is named at the step's line
+        sources.entries.append((doc, loc, f"steps[{i}].recipe"))
+        return {}
+    files = [st.recipe] if isinstance(st.recipe, str) else st.recipe
+    try:
+        return _read_recipe_files(files, base, sources)
+    except SpecError as exc:
+        raise SpecError([SpecIssue(doc.file, doc.line_of(loc), format_path(loc), f"{e.file}: {e.message}")
+                         if e.line is None and not e.path else e for e in exc.issues]) from None
+
+
+@dataclass(frozen=True)
+class _StepBackend:
+    """Where a pipeline step runs: its ``backend:``, or the one ``--set <step>.backend=`` chooses."""
+
+    name: str | None
+    from_set: bool
+    issues: list[SpecIssue]
+
+
+def _step_backend(st: PipelineStep, step_sets: Any) -> _StepBackend:
+    if not (isinstance(step_sets, dict) and "backend" in step_sets):
+        return _StepBackend(st.backend, False, [])
+    chosen = step_sets["backend"]  # --set train.backend=local: where the step runs
+    issues = []
+    if chosen is not None and not isinstance(chosen, str):
+        issues.append(SpecIssue("--set", None, f"{st.name}.backend", f"must be a backend name (or null: the "
+                                f"release's backend), got {chosen!r}"))
+    return _StepBackend(chosen or None, True, issues)
+
+
+def _pipeline_step(i: int, st: PipelineStep, variants: list[Variant], doc: YamlDoc, base: Path,
+                   overrides: dict[str, Any], issues: list[SpecIssue]) -> list[StepSpec]:
+    """The steps of pipeline step ``i`` (one per matrix variant) with their values resolved; its issues are added to
+    ``issues`` (those of its variants once: a bad matrix key is the same issue in each)."""
+    sources = ValueSources()
+    try:
+        values = _recipe_values(i, st, doc, base, sources)
+    except SpecError as exc:
+        issues.extend(exc.issues)
+        return []
+    if st.values:
+        sources.entries.append((doc, ("steps", i, "values"), f"steps[{i}].values"))
+        values = deep_merge(values, st.values)
+    step_sets = overrides.get(st.name)
+    backend = _step_backend(st, step_sets)
+    if backend.from_set and isinstance(step_sets, dict):
+        step_sets = {k: v for k, v in step_sets.items() if k != "backend"}
+    if isinstance(step_sets, dict) and step_sets:
+        values = deep_merge(values, step_sets)
+        sources.sets = (set_values_doc(step_sets), st.name)
+    issues.extend(backend.issues)
     steps: list[StepSpec] = []
-    for i, st in enumerate(pipeline.steps):
-        step_sources = ValueSources()
-        values: dict[str, Any] = {}
-        try:
-            if isinstance(st.recipe, dict):
-                step_sources.entries.append((doc, ("steps", i, "recipe"), f"steps[{i}].recipe"))
-                values = dict(st.recipe)
-            elif isinstance(st.recipe, list) and not st.recipe:
-                loc = ("steps", i, "recipe")
-                raise SpecError([SpecIssue(doc.file, doc.line_of(loc), format_path(loc), "an empty list names no "
-                                           "recipe: give a file, a list of files, or the recipe itself (a mapping)")])
-            elif st.recipe is not None:
-                files = [st.recipe] if isinstance(st.recipe, str) else st.recipe
-                try:
-                    values = _read_recipe_files(files, base, step_sources)
-                except SpecError as exc:  # a file that cannot be read at all: where the pipeline names it
-                    loc = ("steps", i, "recipe")
-                    raise SpecError([SpecIssue(doc.file, doc.line_of(loc), format_path(loc), f"{e.file}: {e.message}")
-                                     if e.line is None and not e.path else e for e in exc.issues]) from None
-            else:  # no recipe: what the values lack is named at the step's line
-                step_sources.entries.append((doc, ("steps", i, "recipe"), f"steps[{i}].recipe"))
-        except SpecError as exc:
-            issues.extend(exc.issues)
-            continue
-        if st.values:
-            step_sources.entries.append((doc, ("steps", i, "values"), f"steps[{i}].values"))
-            values = deep_merge(values, st.values)
-        step_sets = overrides.get(st.name)
-        step_backend, backend_set = st.backend, False
-        if isinstance(step_sets, dict) and "backend" in step_sets:  # --set train.backend=local: where the step runs
-            step_sets = {k: v for k, v in step_sets.items() if k != "backend"}
-            chosen, backend_set = overrides[st.name]["backend"], True
-            if chosen is not None and not isinstance(chosen, str):
-                issues.append(SpecIssue("--set", None, f"{st.name}.backend", f"must be a backend name (or null: the "
-                                        f"release's backend), got {chosen!r}"))
-            step_backend = chosen or None
-        if isinstance(step_sets, dict) and step_sets:
-            values = deep_merge(values, step_sets)
-            step_sources.sets = (set_values_doc(step_sets), st.name)
-        for variant in variants[i]:
-            step, step_issues = build_step(
-                variant.name, st.chart, deep_merge(values, variant.values) if variant.values else values,
-                variant.sources(step_sources), tuple(st.depends_on), (doc, ("steps", i, "chart"))
-            )
-            issues.extend([issue for issue in step_issues if issue not in issues])  # a bad matrix key: once
-            if step is not None:
-                loc = ("steps", i, "backend")
-                where = (doc.file, doc.line_of(loc), format_path(loc)) if st.backend else None
-                if backend_set:
-                    where = ("--set", None, f"{st.name}.backend") if step_backend else None
-                steps.append(dataclasses.replace(step, matrix=variant.point, backend=step_backend, backend_at=where,
-                                                 declares_depends_on="depends_on" in st.model_fields_set))
-    if issues:
-        raise SpecError(issues)
-    ordered, order_issues = _order_steps(group_heads(steps), doc)  # on the file's steps: their lines
-    if order_issues:
-        raise SpecError(order_issues)
+    for variant in variants:
+        step, step_issues = build_step(
+            variant.name, st.chart, deep_merge(values, variant.values) if variant.values else values,
+            variant.sources(sources), tuple(st.depends_on), (doc, ("steps", i, "chart"))
+        )
+        issues.extend([issue for issue in step_issues if issue not in issues])
+        if step is not None:
+            loc: Loc = ("steps", i, "backend")
+            where = (doc.file, doc.line_of(loc), format_path(loc)) if st.backend else None
+            if backend.from_set:
+                where = ("--set", None, f"{st.name}.backend") if backend.name else None
+            steps.append(dataclasses.replace(step, matrix=variant.point, backend=backend.name, backend_at=where,
+                                             declares_depends_on="depends_on" in st.model_fields_set))
+    return steps
+
+
+def _release(pipeline: Pipeline, doc: YamlDoc, steps: list[StepSpec]) -> ReleaseSpec:
+    """The release of the ordered steps, with where the file sets its sweep and backend."""
     sweep_at = None
     if pipeline.sweep is not None:
         line = doc.line_of(("sweep", "rank_by"))
         sweep_at = f"{doc.file}:{line}" if line else doc.file
     backend_at = (doc.file, doc.line_of(("backend",)), "backend") if pipeline.backend else None
-    spec = ReleaseSpec(pipeline.release, pipeline.namespace, wire(ordered, steps), pipeline.backend, doc.file,
+    return ReleaseSpec(pipeline.release, pipeline.namespace, steps, pipeline.backend, doc.file,
                        pipeline.sweep, sweep_at, backend_at)
-    blend_problems = blend_issues(spec)  # a training blend naming shards its data step never writes
-    if blend_problems:
-        raise SpecError(blend_problems)
-    return spec
 
 
 def is_pipeline_file(path: str | Path) -> bool:

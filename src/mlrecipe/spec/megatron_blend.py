@@ -5,6 +5,8 @@ A data step runs ``data/prepare.py`` with ``--file-numbers`` (``0-5``, ``0,3,7-9
 (directly or through others) and passes ``--data-path`` naming ``<prefix>_NN_text_document`` for an ``NN`` outside
 them would fail at run time after the data step's hours of work; ``validate`` refuses it at the argument's line.
 Words holding shell expansions are read as written (``$DATA/pile_07_text_document`` names shard 7).
+The megatron entry of the framework registry (:mod:`mlrecipe.spec.frameworks`) registers :func:`blend_issues` as its
+pipeline check.
 """
 
 from __future__ import annotations

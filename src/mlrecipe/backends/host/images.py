@@ -15,16 +15,19 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlrecipe.spec import frameworks
+
 IMAGES_VAR = "MLRECIPE_IMAGES"  # "image=venv-prefix,image2=prefix2": wins over the configured map
-SERVING_ENV = ".venv-vllm"  # made by `make serve-env` beside the CLI's environment
+# The environments and their images are the framework registry's (mlrecipe.spec.frameworks): names kept for callers.
+SERVING_ENV = frameworks.SERVING_ENV.folder  # made by `make serve-env` beside the CLI's environment
 #: Image patterns whose steps run in the serving environment when it exists (vLLM, Ray Serve).
-SERVING_IMAGES = ("vllm/vllm-openai*", "rayproject/ray*", "anyscale/ray*", "*/vllm-openai*")
+SERVING_IMAGES = frameworks.SERVING_ENV.images
 #: Triton's environment (`make triton-env`): Debian's Python, nvidia-pytriton's real tritonserver, torch, transformers.
-TRITON_ENV = ".venv-triton"
-TRITON_IMAGES = ("nvcr.io/nvidia/tritonserver*", "*/tritonserver*", "tritonserver*")
+TRITON_ENV = frameworks.TRITON_ENV.folder
+TRITON_IMAGES = frameworks.TRITON_ENV.images
 #: NeMo 2's environment (`make nemo2-env`): NeMo and NeMo-Run on top of the CLI's environment.
-NEMO_ENV = ".venv-nemo2"
-NEMO_IMAGES = ("nvcr.io/nvidia/nemo:*", "*/nemo:*", "nemo:*")
+NEMO_ENV = frameworks.NEMO_ENV.folder
+NEMO_IMAGES = frameworks.NEMO_ENV.images
 
 
 def serving_environment(name: str = SERVING_ENV) -> Path | None:
@@ -36,10 +39,10 @@ def serving_environment(name: str = SERVING_ENV) -> Path | None:
 def known_images() -> dict[str, Path]:
     """Image pattern -> environment for the images the project knows, where their environment exists."""
     known: dict[str, Path] = {}
-    for env_name, patterns in ((TRITON_ENV, TRITON_IMAGES), (NEMO_ENV, NEMO_IMAGES), (SERVING_ENV, SERVING_IMAGES)):
-        env = serving_environment(env_name)
+    for environment in frameworks.ENVIRONMENTS:
+        env = serving_environment(environment.folder) if environment.images else None
         if env is not None:
-            known.update({pattern: env for pattern in patterns})
+            known.update({pattern: env for pattern in environment.images})
     return known
 
 
@@ -87,16 +90,6 @@ class ImageEnvironments:
         return PythonEnvironment(Path(prefix).expanduser()), self.mapped_note.format(image=image, prefix=prefix)
 
 
-#: import name -> what pip installs for it
-PIP_NAMES = {"ray": "ray[serve]", "vllm": "vllm", "mlrecipe": "mlrecipe (pip install --no-deps -e <checkout>)",
-             "pytriton": "nvidia-pytriton", "nemo": "nemo_toolkit[nlp]", "nemo_run": "nemo_run",
-             "lightning": "lightning", "accelerate": "accelerate", "peft": "peft", "transformers": "transformers"}
-#: import name -> (make target, environment) that provides it; others: the serving environment
-_CLI_ENV = ("venv", ".venv", "images without a mapping of their own")
-MAKE_TARGETS = {"pytriton": ("triton-env", TRITON_ENV, "tritonserver images"),
-                "nemo": ("nemo2-env", NEMO_ENV, "NeMo images"), "nemo_run": ("nemo2-env", NEMO_ENV, "NeMo images"),
-                **dict.fromkeys(("lightning", "accelerate", "peft", "transformers"), _CLI_ENV),
-                "jupyterlab": _CLI_ENV, "tensorboard": _CLI_ENV}
 _PROBE = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
 
 
@@ -121,8 +114,10 @@ def environment_problems(env: PythonEnvironment, modules: tuple[str, ...], what:
     pip = env.bin_dir / "pip"
     out = []
     for m in missing:
-        target, env_name, images = MAKE_TARGETS.get(m, ("serve-env", SERVING_ENV, "vLLM and Ray images"))
-        out.append(f"{what} needs the Python package '{m}', missing in {where}: run 'make {target}' (the "
-                   f"environment {env_name} that {images} map to), or '{pip} install {PIP_NAMES.get(m, m)}', "
+        home = frameworks.installer(m, env.prefix.name if env.prefix is not None else frameworks.CLI_ENV.folder)
+        make = (f"run 'make {home.make_target}' (the environment {home.folder} that {home.images_label} map to), or "
+                if home is not None else "run ")
+        out.append(f"{what} needs the Python package '{m}', missing in {where}: {make}'{pip} install "
+                   f"{frameworks.package(m).pip}', "
                    "or map the step's image to an environment that has it (--backend-opt images.IMAGE=VENV)")
     return out

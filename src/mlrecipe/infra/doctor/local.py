@@ -14,7 +14,8 @@ from pathlib import Path
 from mlrecipe.backends.local import LocalOptions
 from mlrecipe.infra.doctor.base import Check, CheckResult
 from mlrecipe.infra.doctor.probes import nvidia_gpus
-from mlrecipe.infra.doctor.requirements import GPU, NEURON_RESOURCES, PACKAGES, Requirements
+from mlrecipe.infra.doctor.requirements import GPU, NEURON_RESOURCES, Requirements
+from mlrecipe.spec import frameworks
 
 BINARY_HINTS = {
     "mpirun": "apt-get install openmpi-bin libopenmpi-dev (Open MPI), then pip install mpi4py",
@@ -69,7 +70,7 @@ def interpreter_for(images: list[str]) -> Path:
 
 def probe_packages(python: Path, modules: list[str]) -> dict[str, str | None]:
     """Installed version (or None) of each module, as seen by ``python``."""
-    query = {m: PACKAGES[m].pip.split("[")[0] if m in PACKAGES else m for m in modules}
+    query = {m: frameworks.package(m).distribution for m in modules}
     proc = subprocess.run(
         [str(python), "-c", _PROBE, json.dumps(query)], capture_output=True, text=True, timeout=60, check=False
     )
@@ -100,9 +101,16 @@ def _interpreter_check(python: Path) -> Check:
     return Check("python interpreter", True, probe)
 
 
-def _package_check(module: str, python: Path, cache: dict[str, str | None], required: bool) -> Check:
-    pip = PACKAGES[module].pip if module in PACKAGES else module
+def install_hint(module: str, python: Path) -> str:
+    """How to install ``module`` for ``python``: the ``make`` target whose environment has it (the registry's), then
+    pip in that interpreter."""
+    where = frameworks.CLI_ENV.folder if python == Path(sys.executable) else python.parent.parent.name
+    home = frameworks.installer(module, where)
+    pip = f"{python} -m pip install '{frameworks.package(module).pip}'"
+    return f"make {home.make_target} (the environment {home.folder}), or {pip}" if home is not None else pip
 
+
+def _package_check(module: str, python: Path, cache: dict[str, str | None], required: bool) -> Check:
     def probe() -> CheckResult:
         if module not in cache:
             cache.update(probe_packages(python, [module]))
@@ -110,7 +118,7 @@ def _package_check(module: str, python: Path, cache: dict[str, str | None], requ
         if version:
             return CheckResult.passed(f"{module} {version} in {python}")
         why = "needed by the recipe" if required else "needed by recipes that use it"
-        return CheckResult.failed(f"{module} is not installed in {python} ({why})", f"{python} -m pip install '{pip}'")
+        return CheckResult.failed(f"{module} is not installed in {python} ({why})", install_hint(module, python))
 
     return Check(f"python package {module}", required, probe)
 

@@ -1,6 +1,7 @@
 """What a recipe (or pipeline) needs from a backend, read from its YAML (through the hardened loader of the spec).
 
-Packages come from the ``framework:`` key, the structured ``launcher``, the ``ray`` / ``mpirun`` /
+Packages come from the ``framework:`` key (what the framework registry, :mod:`mlrecipe.spec.frameworks`, says its
+scripts import), the structured ``launcher``, the ``ray`` / ``mpirun`` /
 ``engine`` blocks and the words of the command blocks (torchrun -> torch, accelerate -> accelerate,
 mpirun -> mpi4py and the mpirun binary, ray -> ray, vllm -> vllm); resources, node type and claims
 from ``resources`` and ``pvc``; Kubernetes operators from the step's chart and launcher.
@@ -14,44 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mlrecipe.errors import RecipeInputError, SpecError
-
-
-@dataclass(frozen=True)
-class Package:
-    """A Python package: the name ``import`` uses and the one ``pip install`` takes."""
-
-    module: str
-    pip: str
-
-
-PACKAGES = {
-    "torch": Package("torch", "torch"),
-    "accelerate": Package("accelerate", "accelerate"),
-    "mpi4py": Package("mpi4py", "mpi4py"),
-    "ray": Package("ray", "ray[default]"),
-    "vllm": Package("vllm", "vllm"),
-    "deepspeed": Package("deepspeed", "deepspeed"),
-    "transformers": Package("transformers", "transformers"),
-    "tensorflow": Package("tensorflow", "tensorflow"),
-    "jax": Package("jax", "jax"),
-    "torch_neuronx": Package("torch_neuronx", "torch-neuronx"),
-}
-
-FRAMEWORKS: dict[str, list[str]] = {
-    "pytorch": ["torch"],
-    "torch": ["torch"],
-    "accelerate": ["torch", "accelerate"],
-    "deepspeed": ["torch", "deepspeed"],
-    "transformers": ["torch", "transformers"],
-    "mpi": ["mpi4py"],
-    "horovod": ["mpi4py"],
-    "ray": ["ray"],
-    "vllm": ["vllm"],
-    "tensorflow": ["tensorflow"],
-    "jax": ["jax"],
-    "neuron": ["torch_neuronx"],
-    "neuronx": ["torch_neuronx"],
-}
+from mlrecipe.spec import frameworks
 
 GPU = "nvidia.com/gpu"
 EFA = "vpc.amazonaws.com/efa"
@@ -158,8 +122,7 @@ def requirements_of_recipe(recipe: dict[str, Any], chart: str | None = None) -> 
     req = Requirements()
     packages: list[str] = []
     binaries: list[str] = []
-    framework = str(recipe.get("framework") or "").strip().lower()
-    packages += FRAMEWORKS.get(framework, [])
+    packages += frameworks.imports_of(str(recipe.get("framework") or ""))
     launcher = recipe.get("launcher")
     if isinstance(launcher, dict):
         kind = str(launcher.get("type", ""))
