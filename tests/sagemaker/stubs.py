@@ -76,7 +76,7 @@ class Aws:
     def expect_create(self, attempt: int = 1) -> None:
         name = self.job(attempt)
         self.sm_stub.add_response("create_training_job", {"TrainingJobArn": self.arn(name)},
-                                  {**self.plan.request, "TrainingJobName": name, "Tags": ANY})
+                                  {**self.plan.request.kwargs(), "TrainingJobName": name, "Tags": ANY})
 
     def expect_describe(self, status: str, secondary: str, attempt: int = 1, **extra: Any) -> None:
         name = self.job(attempt)

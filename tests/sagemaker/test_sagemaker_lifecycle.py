@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not installed")
 
 from mlrecipe.backends.base import StepState
-from mlrecipe.backends.sagemaker import backend as backend_module
 from mlrecipe.backends.sagemaker.backend import HANDLE_FILE
 from mlrecipe.errors import SpecError, TransientBackendError
 from mlrecipe.runner.active import ActiveStep
 from mlrecipe.runner.state import StepRecord
+from mlrecipe.runner.submit_retry import SUBMIT_BACKOFF, submit_with_retry
 from tests.sagemaker.stubs import NOW, Aws
 
 ARTIFACTS = "s3://my-bucket/mlrecipe/default/cnn/train/output/model.tar.gz"
@@ -150,17 +150,16 @@ def test_handle_alive_follows_the_status_table(aws: Aws) -> None:
     aws.done()
 
 
-def test_transient_error_at_create_is_retried_and_adopts_what_it_made(aws: Aws,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backend_module, "SUBMIT_RETRY_DELAYS", (0.0, 0.0))
+def test_transient_error_at_create_is_retried_and_adopts_what_it_made(aws: Aws) -> None:
     aws.expect_list()
     aws.expect_upload()
     aws.sm_stub.add_client_error("create_training_job", "ThrottlingException", "Rate exceeded", 400)
     aws.expect_list((aws.job(), "InProgress"))  # the throttled create had gone through after all
     aws.expect_tags(aws.job())
     aws.expect_describe("InProgress", "Starting")
-    running = aws.backend.submit(aws.plan, aws.ctx)
-    assert running.handle.job_name == aws.job() and running.handle.adopted
+    waited: list[float] = []
+    running = submit_with_retry(lambda: aws.backend.submit(aws.plan, aws.ctx), sleep=waited.append)
+    assert running.handle.job_name == aws.job() and running.handle.adopted and waited == [SUBMIT_BACKOFF[0]]
     aws.done()
 
 

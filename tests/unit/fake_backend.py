@@ -1,7 +1,8 @@
 """A fake backend, added the way a real one is (its class and one registry line), for the runner's tests.
 
 What each step does is its command: ``ok``, ``fail``, ``serve`` (a server that becomes ready), ``interrupt``
-(Ctrl-C while it runs), ``refuse`` (the submission is refused), ``flaky`` (the backend cannot answer twice, then
+(Ctrl-C while it runs), ``refuse`` (the submission is refused), ``busy`` (two submissions meet a transient error,
+the third is taken), ``down`` (every submission meets one), ``flaky`` (the backend cannot answer twice, then
 succeeds), ``wake`` (running at the first look; its process has exited, which its wakeup descriptor says at once).
 ``WORLD`` is what its "cluster" holds; the fixture ``fake_backend`` (``tests/unit/conftest.py``) registers it and
 empties ``WORLD``.
@@ -41,6 +42,7 @@ class World:
     submitted: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     envs: dict[str, dict[str, str]] = field(default_factory=dict)
+    tries: dict[str, int] = field(default_factory=dict)  #: submit calls per step (``busy``/``down`` count them)
     ids: Any = field(default_factory=lambda: itertools.count(1))
 
     def reset(self) -> None:
@@ -151,8 +153,11 @@ class FakeBackend(Backend[FakePlan, FakeHandle, FakeOptions]):
                         [f"{step.name} runs nowhere"], url)
 
     def submit(self, plan: FakePlan, ctx: ReleaseContext) -> FakeRunning:
+        WORLD.tries[plan.step] = WORLD.tries.get(plan.step, 0) + 1
         if plan.command == "refuse":
             raise BackendError("the fake cluster refused the job: quota exceeded")
+        if plan.command == "down" or (plan.command == "busy" and WORLD.tries[plan.step] < 3):
+            raise TransientBackendError("the fake cluster is busy: try again")
         handle = FakeHandle(run=f"{plan.step}-{next(WORLD.ids)}", command=plan.command)
         WORLD.submitted.append(plan.step)
         return FakeRunning(handle, plan, self.options.flaky_polls)

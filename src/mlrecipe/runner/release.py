@@ -37,6 +37,7 @@ from mlrecipe.runner.state import (
     load_record,
 )
 from mlrecipe.runner.step_backends import AnyBackend, StepBackends
+from mlrecipe.runner.submit_retry import submit_with_retry
 from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
 
 TICK_SECONDS = 0.25  #: between two looks at the running steps; a step's process that exits wakes the runner at once
@@ -321,7 +322,7 @@ class ReleaseRunner:
         where = "" if impl is self.backend else f" on {impl.name}"
         self.display.step_started(step.name, step.chart.name + where, plan.node_count)
         try:
-            running = impl.submit(plan, ctx)
+            running = submit_with_retry(lambda: impl.submit(plan, ctx))
         except BackendError as exc:
             return StepOutcome(StepState.FAILED, None, f"submission failed: {exc}")
         running.keep_on_failure = self.keep_on_failure

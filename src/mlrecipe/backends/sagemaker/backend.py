@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -28,7 +28,8 @@ from mlrecipe.backends.base import (
     issues_at_chart,
 )
 from mlrecipe.backends.sagemaker import debug, names, status, tagged
-from mlrecipe.backends.sagemaker.client import aws_client, call, require_boto3, sagemaker_client, sdk_region
+from mlrecipe.backends.sagemaker.api import CreateTrainingJob, Tag
+from mlrecipe.backends.sagemaker.client import ClientProvider, call, sdk_region
 from mlrecipe.backends.sagemaker.endpoint import (
     EndpointPlan,
     EndpointRunningStep,
@@ -44,7 +45,7 @@ from mlrecipe.backends.sagemaker.plan import SageMakerPlan
 from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request, register_local_file_system
 from mlrecipe.backends.sagemaker.running import SageMakerRunningStep, stop_job
 from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, issues_of
-from mlrecipe.errors import BackendError, MlrecipeError, SpecError, SpecIssue, TransientBackendError
+from mlrecipe.errors import BackendError, MlrecipeError, SpecError, SpecIssue
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
 
@@ -52,7 +53,6 @@ HANDLE_FILE = "sagemaker-job.json"
 LOCAL_FILE_SYSTEMS = "file-systems"  #: under the local mode's root: its file systems (LocalSageMakerClient's default)
 #: Jobs that a re-run adopts (the same plan, running or done); a failed or stopped one gets a new attempt.
 ADOPTABLE = frozenset({"InProgress", "Completed"})
-SUBMIT_RETRY_DELAYS = (1.0, 3.0)  #: seconds before the 2nd and 3rd try of a submission that met a transient error
 
 
 class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
@@ -73,16 +73,17 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
         self.clients: dict[str, Any] = dict(clients or {})
         self._arns: dict[str, str] = {}
 
+    def _provider(self, handle: SageMakerHandle | None = None) -> ClientProvider:
+        """Where the API is: the handle's (a step of an earlier CLI process), else the options'."""
+        o = self.options
+        if handle is None:
+            return ClientProvider(o.mode, o.region, o.endpoint_url, o.local_dir())
+        root = Path(handle.local_root) if handle.local_root else o.local_dir()
+        return ClientProvider(handle.mode, handle.region, handle.endpoint_url, root)
+
     def _client(self, service: str, handle: SageMakerHandle | None = None) -> Any:
         if service not in self.clients:
-            mode = handle.mode if handle else self.options.mode
-            region = handle.region if handle else self.options.region
-            endpoint = handle.endpoint_url if handle else self.options.endpoint_url
-            if service == "sagemaker":
-                root = Path(handle.local_root) if handle and handle.local_root else self.options.local_dir()
-                self.clients[service] = sagemaker_client(mode, region, endpoint, root)
-            else:
-                self.clients[service] = aws_client(service, region, endpoint)
+            self.clients[service] = self._provider(handle).client(service)
         return self.clients[service]
 
     def _option_issues(self) -> list[SpecIssue]:
@@ -128,7 +129,7 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
         missing = self._option_issues()
         said = {i.path for i in missing}
         found = issues_of(step, request, local=self.options.mode == "local")
-        if not request.request["AlgorithmSpecification"]["TrainingImage"]:
+        if not request.job.image:
             found.insert(0, step.issue("image", "required on the sagemaker backend: an image SageMaker can pull (an "
                                        "ECR URI), or map the recipe's image with "
                                        "-B sagemaker.images.<image>=<ECR URI>"))
@@ -145,12 +146,10 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
         issues = self._issues(step, request)
         if issues:
             raise SpecError(issues)
-        name = request.request["TrainingJobName"]
         return SageMakerPlan(
-            step=step.name, chart=step.chart.name, request=request.request, program=request.program,
-            program_uri=request.request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"],
-            job_prefix=name.rpartition("-")[0], digest=request.digest, step_dir=ctx.step_dir(step.name),
-            notes=request.notes, local_file_systems=request.local_file_systems)
+            step=step.name, chart=step.chart.name, request=request.job, program=request.program,
+            job_prefix=request.job.training_job_name.rpartition("-")[0], digest=request.digest,
+            step_dir=ctx.step_dir(step.name), notes=request.notes, local_file_systems=request.local_file_systems)
 
     def _handle(self, job_name: str, adopted: bool = False, endpoint_name: str | None = None) -> SageMakerHandle:
         o = self.options
@@ -160,19 +159,14 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
 
     def submit(self, plan: SageMakerPlan | EndpointPlan,
                ctx: ReleaseContext) -> SageMakerRunningStep | EndpointRunningStep:
-        """Adopt the step's job or create the next attempt; a transient error is retried (a retried create
-        finds the job it may have made, by its tags, and adopts it). An endpoint step: adopt its live endpoint or
-        create the model, config and endpoint."""
+        """Adopt the step's job or create the next attempt; a transient error reaches the runner, which submits
+        again (the next submit finds the job a lost create may have made, by its tags, and adopts it). An endpoint
+        step: adopt its live endpoint or create the model, config and endpoint."""
         if isinstance(plan, EndpointPlan):
             return self._submit_endpoint(plan)
-        for delay in SUBMIT_RETRY_DELAYS:
-            try:
-                return self._submit_once(plan, ctx)
-            except TransientBackendError:
-                time.sleep(delay)
-        return self._submit_once(plan, ctx)
+        return self._submit_training(plan, ctx)
 
-    def _submit_once(self, plan: SageMakerPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
+    def _submit_training(self, plan: SageMakerPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
         client = self._client("sagemaker")
         listed = self._listed(plan)
         found = self.find_jobs(plan, ctx, listed)
@@ -184,8 +178,8 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
             self._upload(plan)
             for fs_id, directory in plan.local_file_systems.items():
                 register_local_file_system(self.options.local_dir() / LOCAL_FILE_SYSTEMS, fs_id, Path(directory))
-            call(f"CreateTrainingJob {request['TrainingJobName']}", client.create_training_job, **request)
-            handle = self._handle(request["TrainingJobName"])
+            call(f"CreateTrainingJob {request.training_job_name}", client.create_training_job, **request.kwargs())
+            handle = self._handle(request.training_job_name)
         self._save_handle(plan.step_dir, handle)
         running = SageMakerRunningStep(client, handle, self.options.poll_seconds,
                                        on_end=lambda: self._fetch_all_logs(handle, plan))
@@ -200,20 +194,15 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
         client = self._client("sagemaker")
         handle = self._handle("", endpoint_name=plan.endpoint_name)
         self._save_handle(plan.step_dir, handle)  # before creating: uninstall finds what a lost CLI created
-        try:
-            handle.adopted = create_endpoint(client, plan)
-        except TransientBackendError:
-            handle.adopted = create_endpoint(client, plan)
+        handle.adopted = create_endpoint(client, plan)
         self._save_handle(plan.step_dir, handle)
         return EndpointRunningStep(client, handle, self.options.poll_seconds)
 
     @staticmethod
-    def _attempt_request(plan: SageMakerPlan, ctx: ReleaseContext, attempt: int) -> dict[str, Any]:
-        request = dict(plan.request)
-        request["TrainingJobName"] = names.job_name(plan.job_prefix, attempt)
-        request["Tags"] = [t for t in plan.request["Tags"] if t["Key"] != names.TAG_ATTEMPT]
-        request["Tags"].append({"Key": names.TAG_ATTEMPT, "Value": str(attempt)})
-        return request
+    def _attempt_request(plan: SageMakerPlan, ctx: ReleaseContext, attempt: int) -> CreateTrainingJob:
+        tags = tuple(t for t in plan.request.tags if t.key != names.TAG_ATTEMPT)
+        return replace(plan.request, training_job_name=names.job_name(plan.job_prefix, attempt),
+                       tags=(*tags, Tag(names.TAG_ATTEMPT, str(attempt))))
 
     def _listed(self, plan: SageMakerPlan) -> list[str]:
         """The names of the jobs of ``plan``'s prefix (ListTrainingJobs, every page)."""
@@ -320,7 +309,9 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
         DescribeEndpoint's status); in mode aws through a client that asks once and waits briefly."""
         client = self.clients.get("sagemaker")
         if client is None:
-            client = self._client("sagemaker", handle) if handle.mode == "local" else _quick_client(handle)
+            quick = handle.mode != "local"  # a local client is made once; a quick boto3 one is not kept
+            client = self._provider(handle).client("sagemaker", quick=True) if quick else self._client("sagemaker",
+                                                                                                        handle)
         if handle.endpoint_name:
             found = describe_endpoint(client, handle.endpoint_name)
             return f"SageMaker: endpoint {found.get('EndpointStatus')}" if found else \
@@ -348,18 +339,3 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
                    TrainingJobName=handle.job_name)
         return status.job_state(job).active
 
-
-def _quick_client(handle: SageMakerHandle) -> Any:
-    """A SageMaker client of ``handle``'s region and endpoint that asks once, connects within 3 s and reads within
-    10 s (``status`` answers in seconds, not after the standard retries)."""
-    require_boto3()
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError
-
-    config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3, read_timeout=10)
-    try:
-        return boto3.session.Session().client("sagemaker", region_name=handle.region,
-                                              endpoint_url=handle.endpoint_url, config=config)
-    except BotoCoreError as exc:  # no region, a bad endpoint URL
-        raise BackendError(f"no SageMaker client: {exc}") from exc

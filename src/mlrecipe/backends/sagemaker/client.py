@@ -1,13 +1,14 @@
-"""The clients the backend talks through: boto3's (``mode: aws``) or the local mode's, with one retry rule.
+"""The clients the backend talks through (:class:`ClientProvider`): boto3's (``mode: aws``) or the local mode's.
 
 boto3 is imported only here and only when a SageMaker step is planned or run, with an install hint when it is
 missing. Throttling, 5xx answers and connection errors raise :class:`TransientBackendError`: the runner asks
-again and shows it as a progress note.
+again (:mod:`mlrecipe.runner.submit_retry` at submission; at the next look while a step runs).
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +21,45 @@ TRANSIENT_CODES = frozenset({"Throttling", "ThrottlingException", "ThrottledExce
                              "InternalServerError", "InternalError", "RequestTimeout", "RequestTimeoutException"})
 
 
-def aws_client(service: str, region: str | None, endpoint_url: str | None) -> Any:
-    """A boto3 client of ``service`` (sagemaker, s3, logs, sts, iam) with botocore's standard retries."""
+def aws_client(service: str, region: str | None, endpoint_url: str | None, quick: bool = False) -> Any:
+    """A boto3 client of ``service`` (sagemaker, s3, logs, sts, iam) with botocore's standard retries; ``quick``:
+    one attempt, connected within 3 s and answered within 10 s (``status`` answers in seconds)."""
     require_boto3()
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError
 
-    config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60)
+    if quick:
+        config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=3, read_timeout=10)
+    else:
+        config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=10, read_timeout=60)
     try:
         return boto3.session.Session().client(service, region_name=region, endpoint_url=endpoint_url, config=config)
     except (BotoCoreError, ValueError) as exc:  # no region, a malformed endpoint URL: before any call
         shown = {"sagemaker": "SageMaker", "s3": "S3", "logs": "CloudWatch Logs"}.get(service, service)
         raise BackendError(f"no {shown} client: {exc} (set -B sagemaker.region=... and check "
                            "-B sagemaker.endpoint_url)") from exc
+
+
+@dataclass(frozen=True)
+class ClientProvider:
+    """Where a step's SageMaker API is, and the one way to get a client of it: ``mode`` local (the local mode's
+    client, rooted at ``local_root``, which reads ``s3://`` channels through ``endpoint_url``) or aws (boto3's, in
+    ``region``, at ``endpoint_url`` when one is given)."""
+
+    mode: str
+    region: str | None
+    endpoint_url: str | None
+    local_root: Path
+
+    def client(self, service: str, quick: bool = False) -> Any:
+        """A client of ``service`` (sagemaker, s3, logs); ``quick`` as :func:`aws_client`'s (mode aws only)."""
+        if service == "sagemaker" and self.mode == "local":
+            require_boto3()
+            from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+
+            return LocalSageMakerClient(self.local_root, Path(sys.executable).parent, endpoint_url=self.endpoint_url)
+        return aws_client(service, self.region, self.endpoint_url, quick=quick)
 
 
 def sdk_region() -> str | None:
@@ -48,17 +74,6 @@ def sdk_region() -> str | None:
         return botocore.session.get_session().get_config_variable("region") or None
     except BotoCoreError:  # a profile that does not exist
         return None
-
-
-def sagemaker_client(mode: str, region: str | None, endpoint_url: str | None, local_root: Path) -> Any:
-    """The SageMaker client of ``mode``: boto3's, or the local mode's (same methods and answers; its jobs run with
-    this interpreter's environment first on PATH, and read ``s3://`` channels through ``endpoint_url``)."""
-    if mode == "local":
-        require_boto3()
-        from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
-
-        return LocalSageMakerClient(local_root, Path(sys.executable).parent, endpoint_url=endpoint_url)
-    return aws_client("sagemaker", region, endpoint_url)
 
 
 def error_code(exc: BaseException) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -23,13 +23,12 @@ from typing import Any
 import yaml
 
 from mlrecipe.backends.base import Plan, PollClock, ReleaseContext, RunningStep, StepOutcome, StepState
-from mlrecipe.backends.host.contract import recipe_env
-from mlrecipe.backends.sagemaker import names
+from mlrecipe.backends.sagemaker import names, parts
+from mlrecipe.backends.sagemaker.api import CreateEndpoint, CreateEndpointConfig, CreateModel
 from mlrecipe.backends.sagemaker.client import call, error_code
 from mlrecipe.backends.sagemaker.handle import SageMakerHandle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
-from mlrecipe.backends.sagemaker.request import LOCAL_IMAGE, LOCAL_ROLE, image_mismatch, instance_type
-from mlrecipe.credentials import is_secret
+from mlrecipe.backends.sagemaker.request import image_mismatch, instance_type
 from mlrecipe.errors import BackendError, SpecIssue
 from mlrecipe.spec.load import StepSpec
 
@@ -57,11 +56,13 @@ def invoke_url(region: str | None, endpoint: str) -> str:
 
 @dataclass
 class EndpointPlan(Plan):
-    """The keyword arguments of create_model, create_endpoint_config and create_endpoint (``requests``)."""
+    """The typed requests of create_model, create_endpoint_config and create_endpoint, made in that order."""
 
     step: str
     chart: str
-    requests: dict[str, dict[str, Any]]
+    model: CreateModel
+    config: CreateEndpointConfig
+    endpoint: CreateEndpoint
     endpoint_name: str
     step_dir: Path
     mode: str
@@ -71,7 +72,13 @@ class EndpointPlan(Plan):
 
     @property
     def node_count(self) -> int:
-        return int(self.requests["create_endpoint_config"]["ProductionVariants"][0]["InitialInstanceCount"])
+        return self.config.instance_count
+
+    @property
+    def requests(self) -> dict[str, dict[str, Any]]:
+        """The keyword arguments of each call (:data:`CALLS`) by the call's name."""
+        return {"create_model": self.model.kwargs(), "create_endpoint_config": self.config.kwargs(),
+                "create_endpoint": self.endpoint.kwargs()}
 
     @property
     def server_url(self) -> str | None:
@@ -80,8 +87,9 @@ class EndpointPlan(Plan):
     def materialize(self) -> str:
         """One YAML document per call, in order."""
         out = []
+        requests = self.requests
         for call_name in CALLS:
-            doc = yaml.safe_dump(self.requests[call_name], sort_keys=False, default_flow_style=False, width=120)
+            doc = yaml.safe_dump(requests[call_name], sort_keys=False, default_flow_style=False, width=120)
             out += [f"# step {self.step} ({self.chart}): sagemaker {call_name}"]
             out += [f"# {note}" for note in self.notes if note.startswith("warning: ") and call_name == CALLS[0]]
             out += ["---", doc.rstrip("\n")]
@@ -114,45 +122,34 @@ def build_endpoint(step: StepSpec, ctx: ReleaseContext, options: SageMakerOption
     local = options.mode == "local"
     url, known, problem = _model_url(step, env)
     issues += [problem] if problem else []
-    image = recipe.image_name or (LOCAL_IMAGE if local else "")
-    image = options.images.get(image, image)
+    image, _ = parts.image(step, options)
     if not image:
         issues.append(step.issue("image", "required on the sagemaker backend: the inference image (an ECR URI), or "
                                  "map the recipe's image with -B sagemaker.images.<image>=<ECR URI>"))
-    environment: dict[str, str] = {}
-    values = recipe_env(step, ctx)
-    for i, entry in enumerate(step.block.env):
-        if is_secret(entry.name, entry.value):
-            issues.append(step.issue(f"{step.chart.block}.env[{i}].value", f"{entry.name} looks like a credential: "
-                                     "a Model's Environment is visible in DescribeModel; give it to the inference "
-                                     "code from AWS Secrets Manager instead"))
-            continue
-        environment[entry.name] = values.get(entry.name, entry.value or "")
+    environment, refused = parts.recipe_environment(step, ctx)
+    for i, name in refused:
+        issues.append(step.issue(f"{step.chart.block}.env[{i}].value", f"{name} looks like a credential: "
+                                 "a Model's Environment is visible in DescribeModel; give it to the inference "
+                                 "code from AWS Secrets Manager instead"))
     kind = instance_type(recipe.resources.node_type) if recipe.resources.node_type else DEFAULT_ENDPOINT_INSTANCE
-    container: dict[str, Any] = {"Image": image, "ModelDataUrl": url, "Environment": environment}
-    model: dict[str, Any] = {"ModelName": "", "PrimaryContainer": container,
-                             "ExecutionRoleArn": options.role_arn or (LOCAL_ROLE if local else "")}
-    if options.subnets or options.security_groups:
-        model["VpcConfig"] = {"SecurityGroupIds": list(options.security_groups), "Subnets": list(options.subnets)}
-    if options.network_isolation:
-        model["EnableNetworkIsolation"] = True
-    variant = {"VariantName": VARIANT, "ModelName": "", "InitialInstanceCount": recipe.resources.nnodes,
-               "InstanceType": kind}
-    requests: dict[str, dict[str, Any]] = {
-        "create_model": model,
-        "create_endpoint_config": {"EndpointConfigName": "", "ProductionVariants": [variant]},
-        "create_endpoint": {"EndpointName": "", "EndpointConfigName": ""},
-    }
-    digest = hashlib.sha256(json.dumps(requests, sort_keys=True).encode()).hexdigest()[:12]
+    model = CreateModel(model_name="", image=image, model_data_url=url, environment=environment,
+                        execution_role_arn=parts.role(options), vpc=parts.vpc(options),
+                        network_isolation=options.network_isolation)
+    config = CreateEndpointConfig(endpoint_config_name="", variant_name=VARIANT, model_name="",
+                                  instance_count=recipe.resources.nnodes, instance_type=kind)
+    unnamed = {"create_model": model.kwargs(), "create_endpoint_config": config.kwargs(),
+               "create_endpoint": CreateEndpoint("", "").kwargs()}
+    for request in unnamed.values():
+        del request["Tags"]  # the digest is of what the resources are, not of their names or tags
+    digest = hashlib.sha256(json.dumps(unnamed, sort_keys=True).encode()).hexdigest()[:12]
     name = names.job_prefix(ctx.namespace, ctx.release, step.name, digest)
-    tags = [{"Key": k, "Value": v} for k, v in {
-        **options.tags, names.TAG_RELEASE: ctx.release, names.TAG_NAMESPACE: ctx.namespace,
-        names.TAG_STEP: step.name, names.TAG_DIGEST: digest}.items()]
-    model["ModelName"] = variant["ModelName"] = name
-    requests["create_endpoint_config"]["EndpointConfigName"] = name
-    requests["create_endpoint"].update(EndpointName=name, EndpointConfigName=name)
-    for request in requests.values():
-        request["Tags"] = tags
+    tags = parts.tags(options, {names.TAG_RELEASE: ctx.release, names.TAG_NAMESPACE: ctx.namespace,
+                                names.TAG_STEP: step.name, names.TAG_DIGEST: digest})
+    model = replace(model, model_name=name, tags=tags)
+    config = replace(config, endpoint_config_name=name, model_name=name, tags=tags)
+    endpoint = CreateEndpoint(endpoint_name=name, endpoint_config_name=name, tags=tags)
+    requests = {"create_model": model.kwargs(), "create_endpoint_config": config.kwargs(),
+                "create_endpoint": endpoint.kwargs()}
     where = {"PrimaryContainer.Image": "image", "PrimaryContainer.ModelDataUrl": "sagemaker",
              "ProductionVariants[0].InstanceType": "resources.node_type",
              "ProductionVariants[0].InitialInstanceCount": "resources.nnodes"}
@@ -160,7 +157,8 @@ def build_endpoint(step: StepSpec, ctx: ReleaseContext, options: SageMakerOption
         for path, message in request_problems(request, OPERATIONS[call_name], local=local):
             if path == "PrimaryContainer.ModelDataUrl" and not known:
                 continue  # filled in when the model's step has run
-            if (path == "ExecutionRoleArn" and not model[path]) or (path == "PrimaryContainer.Image" and not image):
+            if (path == "ExecutionRoleArn" and not model.execution_role_arn) or (
+                    path == "PrimaryContainer.Image" and not image):
                 continue  # said by the backend's options check (role_arn) or once above (image)
             if path in where:
                 issues.append(step.issue(where[path], f"{OPERATIONS[call_name]} {path}: {message}"))
@@ -168,7 +166,8 @@ def build_endpoint(step: StepSpec, ctx: ReleaseContext, options: SageMakerOption
                 issues.append(SpecIssue(OPTION_SOURCE, None, path, f"{OPERATIONS[call_name]}: {message}"))
     notes = [] if known else [f"the model archive is {url}, known once that step has finished"]
     notes += [n for n in [image_mismatch(kind, image)] if n]
-    plan = EndpointPlan(step=step.name, chart=step.chart.name, requests=requests, endpoint_name=name,
+    plan = EndpointPlan(step=step.name, chart=step.chart.name, model=model, config=config, endpoint=endpoint,
+                        endpoint_name=name,
                         step_dir=ctx.step_dir(step.name), mode=options.mode, region=options.region,
                         model_ready=known, notes=notes)
     return plan, issues
@@ -203,8 +202,9 @@ def create_endpoint(client: Any, plan: EndpointPlan) -> bool:
     if found is not None:
         raise BackendError(f"endpoint {plan.endpoint_name} exists in state {found.get('EndpointStatus')} "
                            f"({found.get('FailureReason', 'no reason given')}): run 'mlrecipe uninstall' first")
+    requests = plan.requests
     for call_name in CALLS:
-        request = plan.requests[call_name]
+        request = requests[call_name]
         what = f"{OPERATIONS[call_name]} {plan.endpoint_name}"
         try:
             call(what, getattr(client, call_name), **request)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 import yaml
 
 from mlrecipe.backends.base import Plan
+from mlrecipe.backends.sagemaker.api import CreateTrainingJob
 from mlrecipe.backends.sagemaker.request import PROGRAM_FILE, RUNTIME_FILE
 from mlrecipe.credentials import redact_env
 from mlrecipe.runtime import RUNTIME_PATH
@@ -18,14 +18,13 @@ from mlrecipe.runtime import RUNTIME_PATH
 
 @dataclass
 class SageMakerPlan(Plan):
-    """What ``submit`` sends: ``request`` (the keyword arguments of ``create_training_job``, job name of attempt 1)
+    """What ``submit`` sends: ``request`` (the typed ``create_training_job`` request, job name of attempt 1)
     and ``program`` (the step program, uploaded with the runtime to the ``mlrecipe`` channel's URI)."""
 
     step: str
     chart: str
-    request: dict[str, Any]
+    request: CreateTrainingJob
     program: dict[str, Any]
-    program_uri: str
     job_prefix: str
     digest: str
     step_dir: Path
@@ -33,12 +32,17 @@ class SageMakerPlan(Plan):
     local_file_systems: dict[str, str] = field(default_factory=dict)  #: mode local: file system id -> directory
 
     @property
+    def program_uri(self) -> str:
+        """The ``mlrecipe`` channel's URI."""
+        return self.request.program_uri
+
+    @property
     def node_count(self) -> int:
-        return int(self.request["ResourceConfig"]["InstanceCount"])
+        return self.request.instance_count
 
     def shown_request(self) -> dict[str, Any]:
         """The request with credential-like values masked."""
-        shown = copy.deepcopy(self.request)
+        shown = self.request.kwargs()
         shown["Environment"] = redact_env(shown.get("Environment") or {})
         return shown
 

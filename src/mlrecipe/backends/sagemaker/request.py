@@ -16,15 +16,15 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.base import ReleaseContext
-from mlrecipe.backends.host.contract import contract_env, recipe_env, step_program
-from mlrecipe.backends.sagemaker import names
+from mlrecipe.backends.host.contract import contract_env, step_program
+from mlrecipe.backends.sagemaker import names, parts
+from mlrecipe.backends.sagemaker.api import Channel, CreateTrainingJob, FileSystemChannel, S3Channel
 from mlrecipe.backends.sagemaker.options import FileSystem, SageMakerOptions
-from mlrecipe.credentials import is_secret
 from mlrecipe.metrics import METRICS_VAR
 from mlrecipe.spec.load import StepSpec
 
@@ -34,8 +34,6 @@ PROGRAM_FILE = "step.json"
 RUNTIME_FILE = "step_runtime.py"
 ENTRYPOINT = ["python3", f"{CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{RUNTIME_FILE}",
               f"{CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{PROGRAM_FILE}"]
-LOCAL_ROLE = "arn:aws:iam::000000000000:role/mlrecipe-local"
-LOCAL_IMAGE = "mlrecipe-local"  #: local mode runs the hosts with this machine's Python, whatever the image
 #: Variables of the earlier steps' outputs that mean nothing inside a SageMaker container.
 HOST_ONLY_ENV = frozenset({"MLRECIPE_PIPELINE_DIR"})
 _UNIT_BYTES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30,
@@ -47,14 +45,20 @@ Origin = tuple[str, str]
 
 @dataclass
 class TrainingRequest:
-    """The keyword arguments of ``create_training_job`` and where their values came from."""
+    """The typed ``create_training_job`` request of a step and where its values came from."""
 
-    request: dict[str, Any]
+    job: CreateTrainingJob
     program: dict[str, Any]
     origins: dict[str, Origin] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     secrets: list[tuple[str, str]] = field(default_factory=list)  #: (variable, recipe field) refused
     local_file_systems: dict[str, str] = field(default_factory=dict)  #: mode local: file system id -> directory
+    digest: str = ""  #: set once the request is complete (:func:`build_request`)
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """The keyword arguments of ``create_training_job`` (what validation checks, as botocore would)."""
+        return self.job.kwargs()
 
     def origin(self, request_path: str) -> Origin | None:
         """The origin of the longest recorded prefix of ``request_path``."""
@@ -64,8 +68,6 @@ class TrainingRequest:
                     best is None or len(prefix) > len(best[0])):
                 best = (prefix, where)
         return best[1] if best else None
-
-    digest: str = ""  #: set once the request is complete (:func:`build_request`)
 
     def content_digest(self) -> str:
         """Identifies what the job runs (its name, tags and program location left out): equal digests, same job."""
@@ -117,11 +119,6 @@ def output_uri(options: SageMakerOptions, ctx: ReleaseContext, step: str) -> str
     return f"file://{options.local_dir() / 'output' / ctx.namespace / ctx.release / step}"
 
 
-def _s3_channel(name: str, uri: str) -> dict[str, Any]:
-    return {"ChannelName": name, "DataSource": {"S3DataSource": {
-        "S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}}, "InputMode": "File"}
-
-
 def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions,
                   env: dict[str, str] | None = None) -> TrainingRequest:
     """The request of ``step`` (its name is that of attempt 1; :mod:`.backend` may pick a later attempt)."""
@@ -129,10 +126,8 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     origins: dict[str, Origin] = {}
     notes: list[str] = []
     program = step_program(step, ctx)
-    image = recipe.image_name or (LOCAL_IMAGE if options.mode == "local" else "")
-    origins["AlgorithmSpecification.TrainingImage"] = ("recipe", "image")
-    if image in options.images:
-        image, origins["AlgorithmSpecification.TrainingImage"] = options.images[image], ("option", "images")
+    image, mapped = parts.image(step, options)
+    origins["AlgorithmSpecification.TrainingImage"] = ("option", "images") if mapped else ("recipe", "image")
     kind = instance_type(res.node_type) if res.node_type else options.instance_type
     origins["ResourceConfig.InstanceType"] = ("recipe", "resources.node_type") if res.node_type else (
         "option", "instance_type")
@@ -151,7 +146,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
         if recipe.ebs.mount_path != "/tmp":
             notes.append(f"ebs.mount_path {recipe.ebs.mount_path}: the job's ML storage volume holds /opt/ml; "
                          "the recipe's mount path is not created")
-    channels: list[dict[str, Any]] = []
+    channels: list[Channel] = []
     origins["InputDataConfig"] = ("recipe", "sagemaker.inputs")
     origins["InputDataConfig[0]"] = ("option", "s3_prefix")
     links: list[str] = []
@@ -170,9 +165,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
             continue
         origins[f"InputDataConfig[{len(channels) + 1}]"] = ("option", f"file_systems.{pvc.name}")
         origins[f"InputDataConfig[{len(channels) + 1}].ChannelName"] = ("recipe", f"pvc[{pvc_index}].name")
-        channels.append({"ChannelName": pvc.name, "DataSource": {"FileSystemDataSource": {
-            "FileSystemId": fs.id, "FileSystemAccessMode": fs.access_mode, "FileSystemType": fs.type,
-            "DirectoryPath": fs.directory_path}}, "InputMode": "File"})
+        channels.append(FileSystemChannel(pvc.name, fs.id, fs.access_mode, fs.type, fs.directory_path))
         links.append(_link(f"{CHANNEL_ROOT}/{pvc.name}", pvc.mount_path, local))
     if links:
         program["inline_script"] = [";\n".join(links), *program["inline_script"]]
@@ -181,29 +174,30 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     for i, item in enumerate(recipe.sagemaker.inputs if recipe.sagemaker else []):
         origins[f"InputDataConfig[{len(channels) + 1}]"] = ("recipe", f"sagemaker.inputs[{i}].uri")
         origins[f"InputDataConfig[{len(channels) + 1}].ChannelName"] = ("recipe", f"sagemaker.inputs[{i}].name")
-        channels.append(_s3_channel(item.name, item.uri))
+        channels.append(S3Channel(item.name, item.uri))
     environment, secrets = _environment(step, ctx, env if options.mode == "local" else _remote(env), origins)
-    request: dict[str, Any] = {
-        "TrainingJobName": "",
-        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
-                                   "ContainerEntrypoint": list(ENTRYPOINT)},
-        "RoleArn": options.role_arn or (LOCAL_ROLE if options.mode == "local" else ""),
-        "InputDataConfig": [_s3_channel(PROGRAM_CHANNEL, ""), *channels],
-        "OutputDataConfig": {"S3OutputPath": output_uri(options, ctx, step.name)},
-        "ResourceConfig": {"InstanceType": kind, "InstanceCount": res.nnodes, "VolumeSizeInGB": size},
-        "StoppingCondition": {"MaxRuntimeInSeconds": options.max_run},
-        "Environment": environment,
-    }
+    vpc = parts.vpc(options)
+    job = CreateTrainingJob(
+        training_job_name="", image=image, entrypoint=tuple(ENTRYPOINT), role_arn=parts.role(options),
+        channels=(S3Channel(PROGRAM_CHANNEL, ""), *channels), output_path=output_uri(options, ctx, step.name),
+        instance_type=kind, instance_count=res.nnodes, volume_size_gb=size, max_runtime=options.max_run,
+        environment=environment, max_wait=options.max_wait, checkpoint_s3_uri=options.checkpoint_s3_uri, vpc=vpc,
+        network_isolation=options.network_isolation, inter_container_encryption=options.inter_container_encryption)
     origins.update({"RoleArn": ("option", "role_arn"), "OutputDataConfig": ("option", "s3_prefix"),
                     "StoppingCondition.MaxRuntimeInSeconds": ("option", "max_run")})
-    _optional(request, options, origins)
-    tr = TrainingRequest(request, program, origins, notes, secrets, local_file_systems)
+    if options.max_wait is not None:
+        origins["StoppingCondition.MaxWaitTimeInSeconds"] = ("option", "max_wait")
+    if options.checkpoint_s3_uri:
+        origins["CheckpointConfig"] = ("option", "checkpoint_s3_uri")
+    if vpc is not None:
+        origins["VpcConfig.Subnets"] = ("option", "subnets")
+        origins["VpcConfig.SecurityGroupIds"] = ("option", "security_groups")
+    tr = TrainingRequest(job, program, origins, notes, secrets, local_file_systems)
     tr.digest = digest = tr.content_digest()  # before the program's URI, which holds it, is filled in
-    request["InputDataConfig"][0] = _s3_channel(PROGRAM_CHANNEL, program_uri(options, ctx, step.name, digest))
     prefix = names.job_prefix(ctx.namespace, ctx.release, step.name, digest)
-    request["TrainingJobName"] = names.job_name(prefix, 1)
-    tags = {**options.tags, **names.job_tags(ctx.namespace, ctx.release, step.name, 1, digest)}
-    request["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+    program_channel = S3Channel(PROGRAM_CHANNEL, program_uri(options, ctx, step.name, digest))
+    tr.job = replace(job, training_job_name=names.job_name(prefix, 1), channels=(program_channel, *channels),
+                     tags=parts.tags(options, names.job_tags(ctx.namespace, ctx.release, step.name, 1, digest)))
     origins["Tags"] = ("option", "tags")
     return tr
 
@@ -255,34 +249,11 @@ def _environment(step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None
     variables of the recipe are refused (they would be visible in DescribeTrainingJob)."""
     out = dict(env or {})
     origins["Environment"] = ("recipe", f"{step.chart.block}.env")
-    secrets: list[tuple[str, str]] = []
-    entries = step.block.env
-    values = recipe_env(step, ctx)
-    for i, entry in enumerate(entries):
-        where = f"{step.chart.block}.env[{i}].value"
-        if is_secret(entry.name, entry.value):
-            secrets.append((entry.name, where))
-            continue
-        out[entry.name] = values.get(entry.name, entry.value)
-        origins[f"Environment.{entry.name}"] = ("recipe", where)
+    values, refused = parts.recipe_environment(step, ctx)
+    out.update(values)
+    skipped = {i for i, _ in refused}
+    index = {entry.name: i for i, entry in enumerate(step.block.env) if i not in skipped}
+    for name in values:
+        origins[f"Environment.{name}"] = ("recipe", f"{step.chart.block}.env[{index[name]}].value")
     out.update({k: v for k, v in contract_env(step, ctx).items() if k != METRICS_VAR})
-    return out, secrets
-
-
-def _optional(request: dict[str, Any], options: SageMakerOptions, origins: dict[str, Origin]) -> None:
-    """Spot, checkpoints, VPC, network isolation and inter-container encryption, when the options ask for them."""
-    if options.max_wait is not None:
-        request["StoppingCondition"]["MaxWaitTimeInSeconds"] = options.max_wait
-        request["EnableManagedSpotTraining"] = True
-        origins["StoppingCondition.MaxWaitTimeInSeconds"] = ("option", "max_wait")
-    if options.checkpoint_s3_uri:
-        request["CheckpointConfig"] = {"S3Uri": options.checkpoint_s3_uri, "LocalPath": "/opt/ml/checkpoints"}
-        origins["CheckpointConfig"] = ("option", "checkpoint_s3_uri")
-    if options.subnets or options.security_groups:
-        request["VpcConfig"] = {"SecurityGroupIds": list(options.security_groups), "Subnets": list(options.subnets)}
-        origins["VpcConfig.Subnets"] = ("option", "subnets")
-        origins["VpcConfig.SecurityGroupIds"] = ("option", "security_groups")
-    if options.network_isolation:
-        request["EnableNetworkIsolation"] = True
-    if options.inter_container_encryption:
-        request["EnableInterContainerTrafficEncryption"] = True
+    return out, [(name, f"{step.chart.block}.env[{i}].value") for i, name in refused]
