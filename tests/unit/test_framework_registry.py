@@ -4,6 +4,7 @@ check's hints, doctor's packages and the pipeline checks all agree with it."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,21 @@ def test_load_pipeline_runs_the_checks_the_registry_holds(tmp_path: Path, monkey
     with pytest.raises(SpecError) as raised:
         load_pipeline(pipeline)
     assert seen == ["rel"] and [i.message for i in raised.value.issues] == ["planted framework check"]
+
+
+def test_doctor_checks_an_image_in_the_environment_the_local_backend_runs_it_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from mlrecipe.infra.doctor import local
+
+    nemo = tmp_path / ".venv-nemo2" / "bin" / "python"
+    nemo.parent.mkdir(parents=True)
+    nemo.touch()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))
+    monkeypatch.setattr(local, "_local_options", lambda: SimpleNamespace(images={}))
+    monkeypatch.delenv(images.IMAGES_VAR, raising=False)
+    image = "nvcr.io/nvidia/nemo:25.02"
+    backend = images.ImageEnvironments({}, known=images.known_images()).resolve(image)[0]
+    assert backend.prefix is not None and local.interpreter_for([image]) == backend.bin_dir / "python" == nemo
+    assert local.interpreter_for(["vllm/vllm-openai:latest"]) == Path(sys.executable), "no .venv-vllm here"

@@ -58,6 +58,13 @@ NEMO_ENV = Environment(".venv-nemo2", "nemo2-env", ("nvcr.io/nvidia/nemo:*", "*/
 ENVIRONMENTS = (TRITON_ENV, NEMO_ENV, SERVING_ENV, CLI_ENV)
 
 
+def image_environment(image: str) -> Environment | None:
+    """The environment a container image runs in by default (the first whose patterns match), or None."""
+    import fnmatch
+
+    return next((env for env in ENVIRONMENTS if any(fnmatch.fnmatch(image, p) for p in env.images)), None)
+
+
 @dataclass(frozen=True)
 class Package:
     """A Python package: the name ``import`` uses, what ``pip install`` takes, and the environment that has it."""

@@ -54,8 +54,9 @@ def _local_options() -> LocalOptions:
 
 
 def interpreter_for(images: list[str]) -> Path:
-    """The Python that runs the recipe locally: the environment mapped to its image in
-    ``local.images`` (config), else this interpreter -- the same rule as the local backend."""
+    """The Python that runs the recipe locally: the environment mapped to its image in ``local.images`` (config),
+    else the environment the framework registry maps the image to where it exists beside the CLI's
+    (``.venv-nemo2`` for NeMo images ...), else this interpreter -- the local backend's rule."""
     from mlrecipe.errors import MlrecipeError
 
     try:
@@ -65,6 +66,10 @@ def interpreter_for(images: list[str]) -> Path:
     for image in images:
         if image in mapping:
             return Path(mapping[image]).expanduser() / "bin" / "python"
+        known = frameworks.image_environment(image)
+        python = Path(sys.prefix).parent / known.folder / "bin" / "python" if known is not None else None
+        if python is not None and python.exists():
+            return python
     return Path(sys.executable)
 
 
