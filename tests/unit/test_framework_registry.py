@@ -117,3 +117,19 @@ def test_doctor_checks_an_image_in_the_environment_the_local_backend_runs_it_in(
     backend = images.ImageEnvironments({}, known=images.known_images()).resolve(image)[0]
     assert backend.prefix is not None and local.interpreter_for([image]) == backend.bin_dir / "python" == nemo
     assert local.interpreter_for(["vllm/vllm-openai:latest"]) == Path(sys.executable), "no .venv-vllm here"
+
+
+@pytest.mark.parametrize(("framework", "host"), [
+    ("megatron", ("numpy", "tokenizers", "zstandard")), ("nemo2", ("nemo", "nemo_run")),
+    ("vllm-0.19.0", ()),  # rayserve's default: a serve config may name an app of its own (the chart checks ray)
+    ("pytorch", ()),  # no scripts of the project: nothing to check before the step starts
+])
+def test_host_backends_check_what_the_framework_scripts_import(tmp_path: Path, framework: str,
+                                                               host: tuple[str, ...]) -> None:
+    from mlrecipe.backends.host import framework_needs
+    from mlrecipe.spec.load import load_step_release
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"framework: {framework}\ntrain:\n  command: [python, -c, pass]\n", encoding="utf-8")
+    step = load_step_release("rel", "training/pytorchjob-distributed", [str(recipe)]).steps[0]
+    assert framework_needs.needs(step) == host

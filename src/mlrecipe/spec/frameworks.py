@@ -124,10 +124,16 @@ class Framework:
     """One ``framework:`` value: what its scripts import, the trees the charts ship, the checks it registers."""
 
     name: str
-    imports: tuple[str, ...]  #: import names its scripts (or its programs) need: the host and doctor checks
+    imports: tuple[str, ...] = ()  #: what its scripts import as they start: host backends check them before
     trees: tuple[ScriptTree, ...] = ()
     aliases: tuple[str, ...] = ()
     pipeline_checks: tuple[PipelineCheck, ...] = ()  #: each picks the steps it concerns
+    uses: tuple[str, ...] = ()  #: what a recipe naming it runs beyond its scripts (doctor checks these too)
+
+    @property
+    def doctor_packages(self) -> tuple[str, ...]:
+        """The packages ``doctor`` checks for a recipe that names this framework."""
+        return tuple(dict.fromkeys((*self.imports, *self.uses)))
 
 
 _PL = "training/pytorchjob-distributed"
@@ -145,15 +151,18 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
               pipeline_checks=(blend_issues,)),
     Framework("encoder_transformers", ("transformers",),
               (ScriptTree("serving/triton-inference-server", ("encoder_transformers",)),)),
-    Framework("vllm", ("vllm",), (ScriptTree("serving/rayserve"),)),  # folders vllm-<version>
-    Framework("pytorch", ("torch",), aliases=("torch",)),
-    Framework("deepspeed", ("torch", "deepspeed")),
-    Framework("transformers", ("torch", "transformers")),
-    Framework("mpi", ("mpi4py",), aliases=("horovod",)),
-    Framework("ray", ("ray",)),
-    Framework("tensorflow", ("tensorflow",)),
-    Framework("jax", ("jax",)),
-    Framework("neuron", ("torch_neuronx",), aliases=("neuronx",)),
+    # folders vllm-<version>: one Ray Serve application a serve config may name (the chart's default, also for apps
+    # of the recipe's own that need no vLLM: its host check is the chart's, ray)
+    Framework("vllm", trees=(ScriptTree("serving/rayserve"),), uses=("vllm",)),
+    # No scripts of the project: what a recipe naming them runs.
+    Framework("pytorch", aliases=("torch",), uses=("torch",)),
+    Framework("deepspeed", uses=("torch", "deepspeed")),
+    Framework("transformers", uses=("torch", "transformers")),
+    Framework("mpi", aliases=("horovod",), uses=("mpi4py",)),
+    Framework("ray", uses=("ray",)),
+    Framework("tensorflow", uses=("tensorflow",)),
+    Framework("jax", uses=("jax",)),
+    Framework("neuron", aliases=("neuronx",), uses=("torch_neuronx",)),
 )}
 _ALIASES = {alias: f for f in FRAMEWORKS.values() for alias in (f.name, *f.aliases)}
 
@@ -168,9 +177,15 @@ def lookup(name: str | None) -> Framework | None:
 
 
 def imports_of(name: str | None) -> tuple[str, ...]:
-    """The import names framework ``name``'s scripts need (none for an unknown framework)."""
+    """The import names framework ``name``'s scripts need as they start (none for an unknown framework)."""
     found = lookup(name)
     return found.imports if found is not None else ()
+
+
+def doctor_packages_of(name: str | None) -> tuple[str, ...]:
+    """The packages ``doctor`` checks for a recipe naming framework ``name`` (none for an unknown framework)."""
+    found = lookup(name)
+    return found.doctor_packages if found is not None else ()
 
 
 def pipeline_checks() -> list[PipelineCheck]:

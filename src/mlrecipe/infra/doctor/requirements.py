@@ -122,7 +122,7 @@ def requirements_of_recipe(recipe: dict[str, Any], chart: str | None = None) -> 
     req = Requirements()
     packages: list[str] = []
     binaries: list[str] = []
-    packages += frameworks.imports_of(str(recipe.get("framework") or ""))
+    packages += frameworks.doctor_packages_of(str(recipe.get("framework") or ""))
     launcher = recipe.get("launcher")
     if isinstance(launcher, dict):
         kind = str(launcher.get("type", ""))
