@@ -4,6 +4,10 @@ A reference-style recipe: ``import_path: openai_api:deployment`` with ``PYTHONPA
 ``ENGINE_CONFIG`` in the application's ``runtime_env``, the ``VLLMDeployment`` override block, ``engine.config``
 holding vLLM's engine arguments, a tiny model built here. Real Ray Serve, real vLLM (CPU build), the official
 ``openai`` client; an engine argument vLLM does not know stops the install with a message that names it.
+
+Every ``framework`` of ``FRAMEWORKS`` plans its own ``scripts/<framework>`` folder; the live run is made once per
+distinct ``openai_api.py`` (the version folders are copies of one source, tests/charts/test_rayserve_scripts.py, and
+the same vLLM serves them all): the same bytes run the same way.
 """
 
 from __future__ import annotations
@@ -28,15 +32,29 @@ pytestmark = [
 
 #: The serving environment runs the Ray image.
 ENV = {"MLRECIPE_IMAGES": f"{RAY_IMAGE}={SERVE_ENV}"}
+SCRIPTS = REPO / "charts" / "machine-learning" / "serving" / "rayserve" / "scripts"
+
+
+def distinct_scripts(frameworks: list[str]) -> list[str]:
+    """The first of ``frameworks`` for each distinct ``openai_api.py`` content, in order."""
+    first: dict[bytes, str] = {}
+    for framework in frameworks:
+        first.setdefault((SCRIPTS / framework / "openai_api.py").read_bytes(), framework)
+    return list(first.values())
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_framework_plans_its_own_script_folder(framework: str, tiny_model: Path, tmp_path: Path) -> None:
+    recipe = write(tmp_path / "rayserve.yaml", framework_recipe(tiny_model, framework))
+    dry = run_cli(tmp_path / "mlhome", "install", "rs", "serving/rayserve", "-f", str(recipe), "--dry-run", env=ENV)
+    assert dry.returncode == 0, dry.stderr
+    assert f"scripts/{framework}" in dry.stdout and "/etc/framework-scripts" in dry.stdout
+
+
+@pytest.mark.parametrize("framework", distinct_scripts(FRAMEWORKS))
 def test_framework_openai_api_answers_the_openai_client(framework: str, tiny_model: Path, tmp_path: Path) -> None:
     home = tmp_path / "mlhome"
     recipe = write(tmp_path / "rayserve.yaml", framework_recipe(tiny_model, framework))
-    dry = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), "--dry-run", env=ENV)
-    assert dry.returncode == 0, dry.stderr
-    assert f"scripts/{framework}" in dry.stdout and "/etc/framework-scripts" in dry.stdout
     try:
         result = run_cli(home, "install", "rs", "serving/rayserve", "-f", str(recipe), env=ENV, timeout=600)
         assert result.returncode == 0, result.stdout + result.stderr
