@@ -93,7 +93,7 @@ class Graph:
         return f"{self.root.name}/{self.paths[module]}"
 
     def edges(self, module: str, outside: bool = False) -> list[Edge]:
-        """Every edge from ``module`` to another module of the tree, in line order; with ``outside``, its imports of
+        """Every edge from ``module`` to another module of the tree, as written; with ``outside``, its imports of
         other packages too (the standard library, third parties)."""
         is_package = self.paths[module].endswith("__init__.py")
         package = module if is_package else module.rpartition(".")[0]

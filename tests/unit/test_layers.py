@@ -56,7 +56,7 @@ FRAMEWORK_LAYER = 2
 #: (importer, imported): the imports between different units of one layer that are allowed; both sides are module
 #: prefixes, ``<backend>`` is any backend package (a folder of ``backends/`` but ``host``).
 SAME_LAYER = {
-    ("mlrecipe.spec", "mlrecipe.config"), ("mlrecipe.spec.load", "mlrecipe.helm.tpl"),
+    ("mlrecipe.spec", "mlrecipe.config"), ("mlrecipe.spec", "mlrecipe.helm.tpl"),
     ("mlrecipe.config", "mlrecipe.spec.yamlfile"), ("mlrecipe.helm", "mlrecipe.spec.yamlfile"),
     ("mlrecipe.backends.<backend>", "mlrecipe.backends.host"),
     ("mlrecipe.backends.registry", "mlrecipe.backends.<backend>"),
@@ -104,8 +104,9 @@ def _matches(graph: Graph, module: str, pattern: str) -> bool:
 
 
 def unplaced(graph: Graph) -> list[str]:
-    return [f"{graph.display_path(m)}: {unit(m)} has no layer: add it to LAYERS (tests/unit/test_layers.py) and to "
-            "docs/architecture.md" for m in graph.paths if layer(m) is None]
+    first = {unit(m): m for m in sorted(graph.paths, reverse=True) if layer(m) is None}
+    return [f"{graph.display_path(m)}: {name} has no layer: add it to LAYERS (tests/unit/test_layers.py) and to "
+            "docs/architecture.md" for name, m in sorted(first.items())]
 
 
 def reverse_imports(graph: Graph) -> list[str]:
