@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not installed")
 
 from mlrecipe.backends.base import StepState
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import TrainingJobHandle
 from mlrecipe.runner.state import ReleaseRecord, StepRecord
 from tests.integration.helpers import cli
 from tests.sagemaker.moto_server import ROLE, Moto, moto_server  # noqa: F401
@@ -37,7 +37,7 @@ def test_the_bundle_holds_the_job_and_its_log_stream(tmp_path: Path, mlhome: Pat
     logs.put_log_events(logGroupName=GROUP, logStreamName="gone-train-1/algo-1-1764147600", logEvents=[
         {"timestamp": int(time.time() * 1000), "message": "NCCL version 2.21.5+cuda12.4"},
         {"timestamp": int(time.time() * 1000) + 1, "message": "RuntimeError: rank 0 lost its peer"}])
-    handle = SageMakerHandle(job_name="gone-train-1", region="us-east-1", endpoint_url=moto_server.url)
+    handle = TrainingJobHandle(job_name="gone-train-1", region="us-east-1", endpoint_url=moto_server.url)
     ReleaseRecord("gone", "default", "sagemaker", {}, state=StepState.FAILED, order=["train"],
                   steps={"train": StepRecord("train", "training/pytorchjob-distributed", state=StepState.FAILED,
                                              handle=handle.to_json(), backend="sagemaker")}).save()

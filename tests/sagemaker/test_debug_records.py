@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not installed")
 
 from mlrecipe.backends.base import CollectsDebugRecords
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import EndpointHandle, TrainingJobHandle
 from tests.sagemaker.stubs import Aws, described
 
 TOKEN = "hf_DoNotLeakThisTokenAbcdefghijklmnopqrs"
@@ -28,7 +28,7 @@ def test_the_job_described_with_its_environment_masked_and_every_hosts_log(tmp_p
     aws.expect_describe("Failed", "Failed", FailureReason="AlgorithmError: rank 1 exited with status 3",
                         Environment={"HF_TOKEN": TOKEN, "NCCL_DEBUG": "INFO"})
     aws.expect_logs(["NCCL version 2.21.5+cuda12.4", "RuntimeError: boom"])
-    records = {r.name: r for r in aws.backend.debug_records(SageMakerHandle(job_name=aws.job(), region="us-west-2"))}
+    records = {r.name: r for r in aws.backend.debug_records(TrainingJobHandle(job_name=aws.job(), region="us-west-2"))}
     aws.done()
     assert list(records) == ["describe-training-job.json", "logs/algo-1.log", "logs/algo-2.log"]
     job = json.loads(records["describe-training-job.json"].text or "")
@@ -42,15 +42,15 @@ def test_the_job_described_with_its_environment_masked_and_every_hosts_log(tmp_p
 def test_what_the_service_refuses_or_no_longer_has_is_named(tmp_path: Path, mlhome: Path) -> None:
     aws = Aws(tmp_path / "release")
     aws.sm_stub.add_client_error("describe_training_job", "AccessDeniedException", "not authorized", 400)
-    (refused,) = aws.backend.debug_records(SageMakerHandle(job_name=aws.job(), region="us-west-2"))
+    (refused,) = aws.backend.debug_records(TrainingJobHandle(job_name=aws.job(), region="us-west-2"))
     assert refused.text is None and "not authorized" in refused.missing
     aws.sm_stub.add_client_error("describe_endpoint", "ValidationException", "Could not find endpoint \"e\".", 400)
-    (gone,) = aws.backend.debug_records(SageMakerHandle(endpoint_name="e", region="us-west-2"))
+    (gone,) = aws.backend.debug_records(EndpointHandle(endpoint_name="e", region="us-west-2"))
     assert gone.name == "describe-endpoint.json" and gone.missing == "endpoint e no longer exists"
     aws.expect_describe("Failed", "Failed")
     aws.logs_stub.add_client_error("describe_log_streams", "ResourceNotFoundException", "no such group", 400)
     aws.logs_stub.add_client_error("describe_log_streams", "ResourceNotFoundException", "no such group", 400)
-    records = aws.backend.debug_records(SageMakerHandle(job_name=aws.job(), region="us-west-2"))
+    records = aws.backend.debug_records(TrainingJobHandle(job_name=aws.job(), region="us-west-2"))
     assert [r.name for r in records] == ["describe-training-job.json", "logs/algo-1.log", "logs/algo-2.log"]
     assert records[1].text is None and "no such group" in records[1].missing
     aws.done()
@@ -75,5 +75,5 @@ def test_local_mode_reads_the_hosts_log_files(tmp_path: Path, mlhome: Path) -> N
     log = tmp_path / "algo-1.log"
     log.write_text("local host said this\n")
     aws.backend.clients["sagemaker"] = LocalModeClient(log)
-    records = aws.backend.debug_records(SageMakerHandle(job_name="j-1", mode="local"))
+    records = aws.backend.debug_records(TrainingJobHandle(job_name="j-1", mode="local"))
     assert [(r.name, r.text) for r in records[1:]] == [("logs/algo-1.log", "local host said this\n")]

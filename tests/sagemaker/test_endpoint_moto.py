@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from mlrecipe.backends.base import ReleaseContext, StepState
 from mlrecipe.backends.sagemaker.backend import HANDLE_FILE, SageMakerBackend
 from mlrecipe.backends.sagemaker.endpoint import artifacts_var
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import EndpointHandle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.spec.load import load_step_release
 from tests.sagemaker.moto_server import BUCKET, ROLE, Moto, moto_server  # noqa: F401
@@ -56,7 +56,7 @@ def test_create_describe_and_delete_the_three(tmp_path: Path, mlhome: Path, moto
     assert again.handle.adopted  # the same plan finds its endpoint: nothing is created twice
     assert len(sm.list_endpoints()["Endpoints"]) == 1
 
-    handle = SageMakerHandle.model_validate_json((plan.step_dir / HANDLE_FILE).read_text())
+    handle = EndpointHandle.model_validate_json((plan.step_dir / HANDLE_FILE).read_text())
     backend.cancel_handle(handle)  # uninstall
     assert sm.list_endpoints()["Endpoints"] == []
     assert sm.list_endpoint_configs()["EndpointConfigs"] == [] and sm.list_models()["Models"] == []

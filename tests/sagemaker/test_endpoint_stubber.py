@@ -15,7 +15,7 @@ pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not insta
 from mlrecipe.backends.base import ReleaseContext, StepState
 from mlrecipe.backends.sagemaker.backend import HANDLE_FILE, SageMakerBackend
 from mlrecipe.backends.sagemaker.endpoint import EndpointPlan, artifacts_var
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import EndpointHandle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.errors import SpecError
 from mlrecipe.spec.load import load_step_release
@@ -106,7 +106,7 @@ def test_creating_then_in_service_is_serving_with_the_invoke_url(tmp_path: Path,
     outcome = running.settled()
     assert outcome is not None and outcome.state is StepState.SERVING
     assert outcome.url == f"https://runtime.sagemaker.{REGION}.amazonaws.com/endpoints/{ep.name}"
-    saved = SageMakerHandle.model_validate_json((ep.plan.step_dir / HANDLE_FILE).read_text())
+    saved = EndpointHandle.model_validate_json((ep.plan.step_dir / HANDLE_FILE).read_text())
     assert saved.endpoint_name == ep.name
     ep.expect_deletes()  # uninstall, from the saved handle: no endpoint outlives its release
     ep.backend.cancel_handle(saved)

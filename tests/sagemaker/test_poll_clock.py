@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from mlrecipe.backends.base import PollClock
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import TrainingJobHandle
 from mlrecipe.backends.sagemaker.running import SageMakerRunningStep
 from tests.sagemaker.stubs import Aws
 
@@ -26,7 +26,7 @@ def test_a_training_job_is_described_once_per_period(tmp_path: Path) -> None:
     aws = Aws(tmp_path)
     aws.expect_describe("InProgress", "Training")
     aws.expect_describe("Completed", "Completed", ModelArtifacts={"S3ModelArtifacts": "s3://my-bucket/m.tar.gz"})
-    step = SageMakerRunningStep(aws.sm, SageMakerHandle(job_name=aws.job(), mode="aws"), poll_seconds=0.3)
+    step = SageMakerRunningStep(aws.sm, TrainingJobHandle(job_name=aws.job(), mode="aws"), poll_seconds=0.3)
     assert [step.poll() for _ in range(5)] == [None] * 5  # one DescribeTrainingJob: the Stubber holds one more answer
     time.sleep(0.35)
     outcome = step.poll()

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not installed")
 
 from mlrecipe.backends.base import StepState
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import SageMakerHandle, TrainingJobHandle
 from mlrecipe.runner.state import ReleaseRecord, StepRecord
 from tests.integration.helpers import cli
 from tests.sagemaker.moto_server import ROLE, Moto, moto_server  # noqa: F401
@@ -23,7 +23,7 @@ from tests.sagemaker.stubs import NOW, Aws
 
 def test_live_note_is_the_secondary_status_and_billable_seconds(tmp_path: Path, mlhome: Path) -> None:
     aws = Aws(tmp_path / "release")
-    handle = SageMakerHandle(job_name=aws.job(), region="us-west-2")
+    handle = TrainingJobHandle(job_name=aws.job(), region="us-west-2")
     aws.expect_describe("InProgress", "Training", BillableTimeInSeconds=42, SecondaryStatusTransitions=[
         {"Status": "Training", "StartTime": NOW, "StatusMessage": "Training image download completed."}])
     assert aws.backend.live_note(handle) == ("SageMaker: Training (Training image download completed.); "
@@ -54,7 +54,7 @@ def test_status_from_another_process_asks_the_api(mlhome: Path, moto_server: Mot
                                 "TrainingInputMode": "File"},
         OutputDataConfig={"S3OutputPath": "s3://b/o"}, StoppingCondition={"MaxRuntimeInSeconds": 60},
         ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1})
-    _running_record(SageMakerHandle(job_name="live-train-1", region="us-east-1", endpoint_url=moto_server.url))
+    _running_record(TrainingJobHandle(job_name="live-train-1", region="us-east-1", endpoint_url=moto_server.url))
     text = cli(mlhome, "status", "live")
     assert text.returncode == 0, text.stderr
     assert "[SageMaker: Completed" in text.stdout and "the job has ended (Completed)" in text.stdout, text.stdout
@@ -64,7 +64,7 @@ def test_status_from_another_process_asks_the_api(mlhome: Path, moto_server: Mot
 
 @pytest.mark.integration
 def test_unreachable_api_shows_the_recorded_state_with_a_note(mlhome: Path) -> None:
-    _running_record(SageMakerHandle(job_name="live-train-1", region="us-east-1", endpoint_url="http://127.0.0.1:9"))
+    _running_record(TrainingJobHandle(job_name="live-train-1", region="us-east-1", endpoint_url="http://127.0.0.1:9"))
     env_free = cli(mlhome, "status", "live", timeout=60)
     assert env_free.returncode == 0, env_free.stderr
     line = next(x for x in env_free.stdout.splitlines() if x.strip().startswith("train"))

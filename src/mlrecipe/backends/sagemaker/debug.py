@@ -12,7 +12,7 @@ from typing import Any
 from mlrecipe.backends.base import DebugRecord
 from mlrecipe.backends.sagemaker.client import call
 from mlrecipe.backends.sagemaker.endpoint import describe_endpoint
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import EndpointHandle, TrainingJobHandle
 from mlrecipe.backends.sagemaker.logs import fetch_stream, host_name
 from mlrecipe.credentials import redact_env
 from mlrecipe.errors import MlrecipeError
@@ -42,18 +42,20 @@ def _host_logs(job: dict[str, Any], read: Callable[[int], str]) -> list[DebugRec
     return out
 
 
-def debug_records(client: Any, logs: Callable[[], Any], log_group: str,
-                  handle: SageMakerHandle) -> list[DebugRecord]:
+def endpoint_records(client: Any, handle: EndpointHandle) -> list[DebugRecord]:
+    """``describe-endpoint.json`` of an endpoint step."""
+    try:
+        found = describe_endpoint(client, handle.endpoint_name)
+    except MlrecipeError as exc:
+        return [DebugRecord("describe-endpoint.json", missing=str(exc))]
+    return [DebugRecord("describe-endpoint.json", _json(described_job(found))) if found is not None else
+            DebugRecord("describe-endpoint.json", missing=f"endpoint {handle.endpoint_name} no longer exists")]
+
+
+def training_records(client: Any, logs: Callable[[], Any], log_group: str,
+                     handle: TrainingJobHandle) -> list[DebugRecord]:
     """``describe-training-job.json`` and ``logs/algo-<N>.log`` of a training step (mode local: the local mode's
-    logs), or ``describe-endpoint.json`` of an endpoint step. ``logs`` makes the CloudWatch Logs client when first
-    needed (mode aws)."""
-    if handle.endpoint_name:
-        try:
-            found = describe_endpoint(client, handle.endpoint_name)
-        except MlrecipeError as exc:
-            return [DebugRecord("describe-endpoint.json", missing=str(exc))]
-        return [DebugRecord("describe-endpoint.json", _json(described_job(found))) if found is not None else
-                DebugRecord("describe-endpoint.json", missing=f"endpoint {handle.endpoint_name} no longer exists")]
+    logs). ``logs`` makes the CloudWatch Logs client when first needed (mode aws)."""
     try:
         job = call(f"DescribeTrainingJob {handle.job_name}", client.describe_training_job,
                    TrainingJobName=handle.job_name)

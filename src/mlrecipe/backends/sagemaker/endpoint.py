@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -26,7 +26,7 @@ from mlrecipe.backends.base import Plan, PollClock, ReleaseContext, RunningStep,
 from mlrecipe.backends.sagemaker import names, parts
 from mlrecipe.backends.sagemaker.api import CreateEndpoint, CreateEndpointConfig, CreateModel
 from mlrecipe.backends.sagemaker.client import call, error_code
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import EndpointHandle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.backends.sagemaker.request import image_mismatch, instance_type
 from mlrecipe.errors import BackendError, SpecIssue
@@ -58,17 +58,22 @@ def invoke_url(region: str | None, endpoint: str) -> str:
 class EndpointPlan(Plan):
     """The typed requests of create_model, create_endpoint_config and create_endpoint, made in that order."""
 
+    path: ClassVar[str] = "endpoint"  #: submitted by :mod:`.endpoint_steps`
     step: str
     chart: str
     model: CreateModel
     config: CreateEndpointConfig
     endpoint: CreateEndpoint
-    endpoint_name: str
     step_dir: Path
     mode: str
     region: str | None
     model_ready: bool = True  #: False in a dry run before the model's step has run (its URI is a placeholder)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def endpoint_name(self) -> str:
+        """The name of the endpoint, its config and its model."""
+        return self.endpoint.endpoint_name
 
     @property
     def node_count(self) -> int:
@@ -167,7 +172,6 @@ def build_endpoint(step: StepSpec, ctx: ReleaseContext, options: SageMakerOption
     notes = [] if known else [f"the model archive is {url}, known once that step has finished"]
     notes += [n for n in [image_mismatch(kind, image)] if n]
     plan = EndpointPlan(step=step.name, chart=step.chart.name, model=model, config=config, endpoint=endpoint,
-                        endpoint_name=name,
                         step_dir=ctx.step_dir(step.name), mode=options.mode, region=options.region,
                         model_ready=known, notes=notes)
     return plan, issues
@@ -226,11 +230,11 @@ def delete_endpoint(client: Any, name: str) -> None:
                 raise
 
 
-class EndpointRunningStep(RunningStep[SageMakerHandle]):
+class EndpointRunningStep(RunningStep[EndpointHandle]):
     """An endpoint as the runner watches it: DescribeEndpoint at most once per ``poll_seconds``; ready (its URL)
     when ``InService``; ``Failed``, ``OutOfService`` or gone end the step as failed with the reason."""
 
-    def __init__(self, client: Any, handle: SageMakerHandle, poll_seconds: float) -> None:
+    def __init__(self, client: Any, handle: EndpointHandle, poll_seconds: float) -> None:
         self.client = client
         self.handle = handle
         self.endpoint: dict[str, Any] | None = None
@@ -240,7 +244,7 @@ class EndpointRunningStep(RunningStep[SageMakerHandle]):
     def poll(self) -> StepOutcome | None:
         if not self._clock.due():
             return None
-        name = self.handle.endpoint_name or ""
+        name = self.handle.endpoint_name
         self.endpoint = describe_endpoint(self.client, name)
         if self.endpoint is None:
             return StepOutcome(StepState.FAILED, message=f"endpoint {name} is gone (deleted outside this release)")
@@ -252,7 +256,7 @@ class EndpointRunningStep(RunningStep[SageMakerHandle]):
 
     def ready_url(self) -> str | None:
         if self._url is None and self.endpoint is not None and self.endpoint.get("EndpointStatus") == "InService":
-            name = self.handle.endpoint_name or ""
+            name = self.handle.endpoint_name
             if self.handle.mode == "local":
                 self._url = self.client.endpoint_url(name)
             else:
@@ -265,7 +269,7 @@ class EndpointRunningStep(RunningStep[SageMakerHandle]):
         ``MLRECIPE_<STEP>_ENDPOINT_NAME``, beside the URL's ``MLRECIPE_<STEP>_URL``)."""
         outcome = super().settled()
         if outcome is not None and outcome.state is StepState.SERVING:
-            outcome.outputs = {OUTPUT_ENDPOINT_NAME: self.handle.endpoint_name or ""}
+            outcome.outputs = {OUTPUT_ENDPOINT_NAME: self.handle.endpoint_name}
         return outcome
 
     def progress_note(self) -> str:
@@ -273,4 +277,4 @@ class EndpointRunningStep(RunningStep[SageMakerHandle]):
 
     def cancel(self) -> None:
         """Delete the endpoint, its config and its model."""
-        delete_endpoint(self.client, self.handle.endpoint_name or "")
+        delete_endpoint(self.client, self.handle.endpoint_name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -21,6 +21,7 @@ class SageMakerPlan(Plan):
     """What ``submit`` sends: ``request`` (the typed ``create_training_job`` request, job name of attempt 1)
     and ``program`` (the step program, uploaded with the runtime to the ``mlrecipe`` channel's URI)."""
 
+    path: ClassVar[str] = "training"  #: submitted by :mod:`.training_steps`
     step: str
     chart: str
     request: CreateTrainingJob

@@ -9,7 +9,7 @@ from typing import Any
 from mlrecipe.backends.base import PollClock, RunningStep, StepOutcome, StepState
 from mlrecipe.backends.sagemaker import status
 from mlrecipe.backends.sagemaker.client import call, error_code
-from mlrecipe.backends.sagemaker.handle import SageMakerHandle
+from mlrecipe.backends.sagemaker.handle import TrainingJobHandle
 from mlrecipe.errors import BackendError
 
 #: The typed outputs of a completed training step (later steps get ``MLRECIPE_<STEP>_<NAME>``).
@@ -17,12 +17,12 @@ OUTPUT_MODEL_ARTIFACTS = "model_artifacts"
 OUTPUT_JOB_NAME = "job_name"
 
 
-class SageMakerRunningStep(RunningStep[SageMakerHandle]):
+class SageMakerRunningStep(RunningStep[TrainingJobHandle]):
     """One training job. A completed job's outcome carries ``model_artifacts`` and ``job_name`` as outputs; a
     failed one its ``FailureReason``; a stopped one ends the step as interrupted. ``on_end`` runs once when
     the job ended (it fetches the hosts' logs)."""
 
-    def __init__(self, client: Any, handle: SageMakerHandle, poll_seconds: float,
+    def __init__(self, client: Any, handle: TrainingJobHandle, poll_seconds: float,
                  on_end: Callable[[], list[str]] | None = None) -> None:
         self.client = client
         self.handle = handle
