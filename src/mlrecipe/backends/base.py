@@ -289,7 +289,9 @@ class Backend(ABC, Generic[PlanT, HandleT, OptionsT]):
 
     @abstractmethod
     def submit(self, plan: PlanT, ctx: ReleaseContext) -> RunningStep[HandleT]:
-        """Start what the plan says; return at once. A refused submission raises ``BackendError``."""
+        """Start what the plan says; return at once. A refused submission raises ``BackendError``; one that may work
+        when asked again raises ``TransientBackendError``, which the runner submits again after a bounded backoff
+        (:mod:`mlrecipe.runner.submit_retry`), so raise it only where a second ``submit`` is safe."""
 
     @abstractmethod
     def cancel_handle(self, handle: HandleT) -> None:
