@@ -34,7 +34,7 @@ from mlrecipe.backends.sagemaker.endpoint_steps import EndpointSteps
 from mlrecipe.backends.sagemaker.handle import EndpointHandle, SageMakerHandle, TrainingJobHandle, load_handle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.backends.sagemaker.paths import HANDLE_FILE, Access, StepPath
-from mlrecipe.backends.sagemaker.plan import SageMakerPlan
+from mlrecipe.backends.sagemaker.plan import TrainingJobPlan
 from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request
 from mlrecipe.backends.sagemaker.training_steps import TrainingSteps
 from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, issues_of
@@ -46,7 +46,7 @@ __all__ = ["HANDLE_FILE", "SageMakerBackend"]
 
 
 class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
-                       Backend[SageMakerPlan | EndpointPlan, SageMakerHandle, SageMakerOptions]):
+                       Backend[TrainingJobPlan | EndpointPlan, SageMakerHandle, SageMakerOptions]):
     """Runs each training step as one SageMaker training job, each endpoint step as one endpoint; see the module
     docstring.
 
@@ -122,7 +122,7 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
         return missing + [i for i in found if not (i.file == OPTION_SOURCE and i.path in said)]
 
     def plan(self, step: StepSpec, ctx: ReleaseContext,
-             env: dict[str, str] | None = None) -> SageMakerPlan | EndpointPlan:
+             env: dict[str, str] | None = None) -> TrainingJobPlan | EndpointPlan:
         if step.chart.kind is StepKind.ENDPOINT:
             endpoint, issues = self._endpoint_issues(step, ctx, env)
             if issues:
@@ -132,12 +132,12 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
         issues = self._issues(step, request)
         if issues:
             raise SpecError(issues)
-        return SageMakerPlan(
+        return TrainingJobPlan(
             step=step.name, chart=step.chart.name, request=request.job, program=request.program,
             job_prefix=request.job.training_job_name.rpartition("-")[0], digest=request.digest,
             step_dir=ctx.step_dir(step.name), notes=request.notes, local_file_systems=request.local_file_systems)
 
-    def submit(self, plan: SageMakerPlan | EndpointPlan, ctx: ReleaseContext) -> RunningStep[Any]:
+    def submit(self, plan: TrainingJobPlan | EndpointPlan, ctx: ReleaseContext) -> RunningStep[Any]:
         """The plan's path submits it (:meth:`.training_steps.TrainingSteps.submit`,
         :meth:`.endpoint_steps.EndpointSteps.submit`)."""
         return self.paths[plan.path].submit(plan, ctx)

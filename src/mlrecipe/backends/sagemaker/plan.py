@@ -1,4 +1,4 @@
-"""The SageMaker plan: the ``create_training_job`` request of one step and the files of its ``mlrecipe`` channel."""
+"""A training step's plan: its typed ``create_training_job`` request and the files of its ``mlrecipe`` channel."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from mlrecipe.runtime import RUNTIME_PATH
 
 
 @dataclass
-class SageMakerPlan(Plan):
+class TrainingJobPlan(Plan):
     """What ``submit`` sends: ``request`` (the typed ``create_training_job`` request, job name of attempt 1)
     and ``program`` (the step program, uploaded with the runtime to the ``mlrecipe`` channel's URI)."""
 

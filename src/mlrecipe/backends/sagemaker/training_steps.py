@@ -1,4 +1,4 @@
-"""A training step's path: its plan (:class:`~.plan.SageMakerPlan`, the ``create_training_job`` request) is
+"""A training step's path: its plan (:class:`~.plan.TrainingJobPlan`, the ``create_training_job`` request) is
 submitted as the step's training job: one that runs or completed with the same plan (found by its tags) is adopted,
 never created twice; otherwise the step program and the runtime go to the ``mlrecipe`` channel's URI and the next
 attempt is created."""
@@ -17,7 +17,7 @@ from mlrecipe.backends.sagemaker.client import call
 from mlrecipe.backends.sagemaker.handle import TrainingJobHandle
 from mlrecipe.backends.sagemaker.logs import fetch_stream
 from mlrecipe.backends.sagemaker.paths import Access
-from mlrecipe.backends.sagemaker.plan import SageMakerPlan
+from mlrecipe.backends.sagemaker.plan import TrainingJobPlan
 from mlrecipe.backends.sagemaker.request import register_local_file_system
 from mlrecipe.backends.sagemaker.running import SageMakerRunningStep, stop_job
 
@@ -33,7 +33,7 @@ class TrainingSteps:
         self.access = access
         self._arns: dict[str, str] = {}
 
-    def submit(self, plan: SageMakerPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
+    def submit(self, plan: TrainingJobPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
         """Adopt the step's job or create the next attempt. A transient error reaches the runner, which submits again
         (:mod:`mlrecipe.runner.submit_retry`): the next submit finds the job a lost create may have made, by its
         tags, and adopts it."""
@@ -55,7 +55,7 @@ class TrainingSteps:
         return SageMakerRunningStep(client, handle, self.access.options.poll_seconds,
                                     on_end=lambda: self._fetch_all_logs(handle, plan))
 
-    def _listed(self, plan: SageMakerPlan) -> list[str]:
+    def _listed(self, plan: TrainingJobPlan) -> list[str]:
         """The names of the jobs of ``plan``'s prefix (ListTrainingJobs, every page)."""
         client = self.access.client("sagemaker")
         summaries: list[dict[str, Any]] = []
@@ -69,7 +69,7 @@ class TrainingSteps:
         self._arns = {s["TrainingJobName"]: s["TrainingJobArn"] for s in summaries}
         return [s["TrainingJobName"] for s in summaries if names.attempt_of(s["TrainingJobName"], plan.job_prefix)]
 
-    def find_jobs(self, plan: SageMakerPlan, ctx: ReleaseContext,
+    def find_jobs(self, plan: TrainingJobPlan, ctx: ReleaseContext,
                   listed: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
         """The step's earlier jobs with this plan, newest attempt first, as (name, DescribeTrainingJob): listed by
         name and confirmed by their release, namespace, step and digest tags."""
@@ -85,7 +85,7 @@ class TrainingSteps:
                                        TrainingJobName=name)))
         return sorted(out, key=lambda item: names.attempt_of(item[0], plan.job_prefix) or 0, reverse=True)
 
-    def _upload(self, plan: SageMakerPlan) -> None:
+    def _upload(self, plan: TrainingJobPlan) -> None:
         """The step program and the runtime to the ``mlrecipe`` channel (a copy stays in the step directory)."""
         local = plan.step_dir / "mlrecipe"
         local.mkdir(parents=True, exist_ok=True)
@@ -99,7 +99,7 @@ class TrainingSteps:
             key = f"{uri.path.lstrip('/')}{name}"
             call(f"PutObject s3://{uri.netloc}/{key}", s3.put_object, Bucket=uri.netloc, Key=key, Body=data)
 
-    def _fetch_all_logs(self, handle: TrainingJobHandle, plan: SageMakerPlan) -> list[str]:
+    def _fetch_all_logs(self, handle: TrainingJobHandle, plan: TrainingJobPlan) -> list[str]:
         """Every host's log into the step directory; the last lines of the first host's."""
         for rank in range(plan.node_count):
             self.fetch_log(handle, rank, plan.step_dir / f"node-{rank}.log")
@@ -143,7 +143,7 @@ class TrainingSteps:
                     TrainingJobName=handle.job_name)
 
 
-def attempt_request(plan: SageMakerPlan, attempt: int) -> CreateTrainingJob:
+def attempt_request(plan: TrainingJobPlan, attempt: int) -> CreateTrainingJob:
     """The plan's request as attempt ``attempt`` (its job name and attempt tag)."""
     tags = tuple(t for t in plan.request.tags if t.key != names.TAG_ATTEMPT)
     return replace(plan.request, training_job_name=names.job_name(plan.job_prefix, attempt),
