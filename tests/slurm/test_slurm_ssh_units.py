@@ -54,3 +54,27 @@ def test_local_paths_map_onto_remote_root() -> None:
     text = "--output=/home/me/.mlrecipe/releases/x/batch.log PIPE=/home/me/.mlrecipe/p/data.txt"
     assert plan.map_text(text) == ("--output=/scratch/me/releases/x/batch.log "
                                    "PIPE=/scratch/me/pipelines/default/rel/data.txt")
+
+
+def test_an_sbatch_that_did_not_answer_is_never_submitted_again(monkeypatch) -> None:
+    """The runner retries transient submit errors; an sbatch that timed out may have queued its job, so it must
+    fail the step instead of being asked again (which would queue the job twice)."""
+    from mlrecipe.backends.slurm import scontrol
+    from mlrecipe.errors import SlurmError, TransientBackendError
+    from mlrecipe.runner.submit_retry import submit_with_retry
+
+    calls: list[list[str]] = []
+
+    class SilentTransport:
+        def run(self, argv, timeout=30, env=None, prelude=""):
+            calls.append(argv)
+            raise TransientBackendError("ssh login did not answer in 30s")
+
+    monkeypatch.setattr(scontrol, "transport_for", lambda ssh, conf: SilentTransport())
+    try:
+        submit_with_retry(lambda: scontrol.sbatch("/r/job.sbatch"), sleep=lambda _s: None)
+    except SlurmError as exc:
+        assert "may have been queued" in str(exc)
+    else:
+        raise AssertionError("sbatch that did not answer returned a job id")
+    assert len(calls) == 1, calls

@@ -40,9 +40,14 @@ def _run(argv: list[str], slurm_conf: str | None, timeout: float = 30, env: dict
 def sbatch(script: Path | str, extra: list[str] | None = None, slurm_conf: str | None = None,
            env: dict[str, str] | None = None, ssh: SshTarget | None = None, prelude: str = "") -> str:
     """Submit ``script``; return the job id. ``env`` joins the environment the job inherits (``--export=ALL``).
-    Over ``ssh``, ``prelude`` (the staging of the job's files) runs first in the same round trip."""
-    result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf, env=env, ssh=ssh,
-                  prelude=prelude)
+    Over ``ssh``, ``prelude`` (the staging of the job's files) runs first in the same round trip. An sbatch that did
+    not answer is a :class:`SlurmError`, never transient: the runner would submit it again and queue it twice."""
+    try:
+        result = _run(["sbatch", "--parsable", *(extra or []), str(script)], slurm_conf, env=env, ssh=ssh,
+                      prelude=prelude)
+    except TransientBackendError as exc:
+        raise SlurmError(f"{exc}: the job may have been queued all the same (look for it with squeue --me), "
+                         "so it is not submitted again") from None
     if result.returncode != 0:
         raise SlurmError(f"sbatch failed: {(result.stderr or result.stdout).strip()}")
     return result.stdout.strip().split(";")[0]
