@@ -118,7 +118,8 @@ def test_lightning_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> No
 def test_ray_train_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> None:
     """``python text/ray_train_sft.py`` as the driver of a Ray job on a local Ray cluster (a head and 2 worker
     nodes), the HF Trainer in 2 Ray Train workers; convert and evaluate as Ray jobs too; no Ray process outlives the
-    release."""
+    release. The training/raytrain chart's Ray Train job on the local backend is proven here: it learns with two
+    workers and leaves no Ray process."""
     pytest.importorskip("ray.train", reason="the ray_train scripts need Ray Train (the frameworks extra)")
     pytest.importorskip("peft", reason="the ray_train scripts need the frameworks extra")
     import torch
@@ -139,6 +140,10 @@ def test_ray_train_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> No
     run = home / "results" / "tiny-qwen3"  # Ray Train's storage: <results>/<hf_model_id, / -> ->
     newest = max(run.glob("checkpoint_*[0-9]"), key=lambda p: p.stat().st_mtime) / "checkpoint"
     assert (newest / "adapter_model.safetensors").is_file()
+    # a Ray Train job of 2 DDP workers on the cluster's 2 worker nodes: each rank saved its RNG state
+    fine_tune = cli(mlhome, "logs", "ray-train-sft", "fine-tune").stdout
+    assert "2 CPU worker(s), 1 CPU each, backend gloo" in fine_tune, fine_tune[-3000:]
+    assert (newest / "rng_state_0.pth").is_file() and (newest / "rng_state_1.pth").is_file()
     converted = newest.with_name("checkpoint.hf_model")
     _assert_merged(_base_model(mlhome), converted, torch, AutoModelForCausalLM)
     _assert_evaluated(json.loads((newest / "evaluation.json").read_text()), min_f1=0.15)

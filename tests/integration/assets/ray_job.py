@@ -1,5 +1,5 @@
-"""A Ray job for the local RayJob tests: ``data`` squares numbers with Ray Data across the cluster's nodes,
-``train`` fits y = 3x + 1 with Ray Train's TorchTrainer (2 gloo workers on CPU). Writes a JSON report."""
+"""A Ray job for the RayJob tests: ``data`` squares numbers with Ray Data across the cluster's nodes. Writes a JSON
+report."""
 
 from __future__ import annotations
 
@@ -24,48 +24,9 @@ def data(out: str) -> dict:
     return {"sum_of_squares": total, "task_nodes": len(nodes)}
 
 
-def train_loop(config: dict) -> None:
-    import torch
-    from ray import train
-
-    torch.manual_seed(0)
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.linspace(-1, 1, 64).unsqueeze(1)
-    y = 3 * x + 1
-    first = None
-    for epoch in range(config["epochs"]):
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        first = loss.item() if first is None else first
-        if epoch % 10 == 9:
-            train.report({"loss": loss.item(), "epoch": epoch})
-    context = train.get_context()
-    if context.get_world_rank() == 0:  # the driver's Result carries metrics only with checkpoints in Train v2
-        with open(config["metrics"], "w") as fh:
-            json.dump({"first_loss": first, "last_loss": loss.item(), "world_size": context.get_world_size()}, fh)
-
-
-def train(out: str) -> dict:
-    from ray.train import RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
-
-    storage = os.path.join(os.path.dirname(out), "ray-results")
-    metrics = os.path.join(os.path.dirname(out), "train-metrics.json")
-    trainer = TorchTrainer(train_loop, train_loop_config={"epochs": 60, "metrics": metrics},
-                           scaling_config=ScalingConfig(num_workers=2, use_gpu=False),
-                           torch_config=TorchConfig(backend="gloo"),
-                           run_config=RunConfig(storage_path=storage, name="fit"))
-    trainer.fit()
-    with open(metrics) as fh:
-        return json.load(fh)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["data", "train"])
+    parser.add_argument("mode", choices=["data"])
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     import ray
@@ -76,7 +37,7 @@ def main() -> None:
               "nodes": len([n for n in ray.nodes() if n["Alive"]]),
               "submission_id": job.get("metadata", {}).get("job_submission_id"),
               "job_id": ray.get_runtime_context().get_job_id(), "cwd": os.getcwd()}
-    report.update(data(args.out) if args.mode == "data" else train(args.out))
+    report.update(data(args.out))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(report, fh)
