@@ -102,30 +102,36 @@ def test_unknown_engine_argument_stops_the_install_naming_it(tiny_model: Path, t
 
 
 IMPORT_WITHOUT_MLRECIPE = """
-import importlib.util, sys
+import importlib.util, os, sys
 sys.modules["mlrecipe"] = None  # as on an image without mlrecipe: importing it raises ImportError
-spec = importlib.util.spec_from_file_location("openai_api", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-try:
-    spec.loader.exec_module(module)
-except ValueError as exc:
-    print("REJECTED", exc)
-else:
-    app = object()
-    print("GATEWAY", module.with_gateway(app) is not app, type(module.deployment).__name__)
+for config in sys.argv[2:]:  # a fresh module for each ENGINE_CONFIG (vLLM and Ray Serve are imported once)
+    os.environ["ENGINE_CONFIG"] = config
+    spec = importlib.util.spec_from_file_location("openai_api", sys.argv[1])
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ValueError as exc:
+        print("REJECTED", exc)
+    else:
+        app = object()
+        print("GATEWAY", module.with_gateway(app) is not app, type(module.deployment).__name__)
 """
 
+#: Engine arguments and how the chart script takes them.
+IMPORTS = [({}, "GATEWAY False Application"), ({"enable_prefix_caching": "no"}, "REJECTED ENGINE_CONFIG=")]
 
-@pytest.mark.parametrize(("engine", "expected"), [
-    ({}, "GATEWAY False Application"),
-    ({"enable_prefix_caching": "no"}, "REJECTED ENGINE_CONFIG="),
-])
-def test_the_chart_script_imports_without_mlrecipe(engine: dict, expected: str, tmp_path: Path) -> None:
+
+def test_the_chart_script_imports_without_mlrecipe(tmp_path: Path) -> None:
     script = REPO / "charts" / "machine-learning" / "serving" / "rayserve" / "scripts" / FRAMEWORKS[0] / "openai_api.py"
-    config = tmp_path / "engine-config.json"
-    config.write_text(json.dumps({"served_model_name": "tiny", "model": str(tmp_path), **engine}))
-    env = {**os.environ, "ENGINE_CONFIG": str(config), "PYTHONDONTWRITEBYTECODE": "1"}
-    out = subprocess.run([str(SERVE_ENV / "bin" / "python"), "-c", IMPORT_WITHOUT_MLRECIPE, str(script)], env=env,
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    configs = []
+    for n, (engine, _) in enumerate(IMPORTS):
+        configs.append(tmp_path / f"engine-config-{n}.json")
+        configs[-1].write_text(json.dumps({"served_model_name": "tiny", "model": str(tmp_path), **engine}))
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run([str(SERVE_ENV / "bin" / "python"), "-c", IMPORT_WITHOUT_MLRECIPE, str(script),
+                          *map(str, configs)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().splitlines()[-1].startswith(expected), out.stdout
+    outcomes = [line for line in out.stdout.splitlines() if line.startswith(("GATEWAY", "REJECTED"))]
+    assert len(outcomes) == len(IMPORTS), out.stdout
+    for line, (_, expected) in zip(outcomes, IMPORTS, strict=True):
+        assert line.startswith(expected), out.stdout
