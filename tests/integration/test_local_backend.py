@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -177,6 +178,20 @@ def test_resume_after_cli_kill9(tmp_path: Path, mlhome: Path) -> None:
     metrics = json.loads((efs_home(mlhome, "trainrel") / "model" / "train_metrics.json").read_text())
     assert metrics["steps"] == 30
     assert "resumed from step-0000" in cli(mlhome, "logs", "trainrel", "train").stdout
+
+
+def test_a_cli_that_exited_but_is_not_reaped_does_not_drive_its_release() -> None:
+    """A driver that exited and that its parent has not reaped yet (a zombie) is not alive: ``uninstall`` does not
+    wait out its 30 s for it to go, ``status`` does not show its release as driven."""
+    from mlrecipe.runner.state import ReleaseRecord
+
+    with subprocess.Popen(["sleep", "30"]) as proc:
+        created = psutil.Process(proc.pid).create_time()
+        record = ReleaseRecord("rel", "default", "local", {}, driver_pid=proc.pid, driver_created=created)
+        assert record.driver_alive()
+        proc.send_signal(signal.SIGTERM)  # not waited for: a zombie until the with block reaps it
+        wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_ZOMBIE, 30, "the driver to exit")
+        assert not record.driver_alive()
 
 
 def test_ctrl_c_stops_every_process(tmp_path: Path, mlhome: Path) -> None:

@@ -153,14 +153,16 @@ class ReleaseRecord:
         return step.backend or self.backend
 
     def driver_alive(self) -> bool:
-        """Whether the CLI process that drives this release is still alive."""
+        """Whether the CLI process that drives this release is still alive (one that exited but that its parent has
+        not reaped yet, a zombie, is not)."""
         if self.driver_pid is None:
             return False
         import psutil
 
         try:
             p = psutil.Process(self.driver_pid)
-            return self.driver_created is None or abs(p.create_time() - self.driver_created) < 0.01
+            same = self.driver_created is None or abs(p.create_time() - self.driver_created) < 0.01
+            return same and p.status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
 
