@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import uuid
 from pathlib import Path
 
 from mlrecipe.backends.base import Backend, CollectsDebugRecords, DebugRecord, QueuesAhead, ReleaseContext, StepState
@@ -84,6 +85,7 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
                 ctx.release, remote.pipeline_files(pipeline_dir) if pipeline_dir else [])
         return plan
 
+    _run = uuid.uuid4().hex  #: names the chain entries this driver process queued
     _remote_root: str | None = None  #: ``remote_root`` as the login node resolved it (once per process)
     _stager: remote.Stager | None = None  #: what this process staged on the login node (:class:`remote.Stager`)
 
@@ -172,16 +174,16 @@ class SlurmBackend(QueuesAhead, CollectsDebugRecords, Backend[SlurmPlan, SlurmHa
             mine = entries[i]
             info = scontrol.show_job(mine.job_id, conf, self.options.ssh_target()) \
                 if mine.digest == plan.digest else None
-            if info is not None and (info.active or info.step_state is StepState.SUCCEEDED):
+            if info is not None and (info.active or info.step_state is StepState.SUCCEEDED or mine.run == self._run):
                 return mine.job_id, [e.job_id for e in entries[i + 1:]]
         here_on = chain.steps_from(ctx, plan.step)
         scontrol.scancel([e.job_id for e in entries if e.step in here_on], conf, self.options.ssh_target())
         first = self._submit_one(plan, conf)
-        new = [chain.ChainEntry(plan.step, first, plan.digest)]
+        new = [chain.ChainEntry(plan.step, first, plan.digest, self._run)]
         for step in [] if plan.readiness is not None else ctx.upcoming:
             later = self.plan(step, ctx, plan.base_env)
             dep = ["--dependency=afterok:" + new[-1].job_id, "--kill-on-invalid-dep=yes"]
-            new.append(chain.ChainEntry(step.name, self._submit_one(later, conf, dep), later.digest))
+            new.append(chain.ChainEntry(step.name, self._submit_one(later, conf, dep), later.digest, self._run))
             if later.readiness is not None:
                 break  # a server never ends: the steps after it are submitted once it is ready
         chain.save(ctx, new)

@@ -2,11 +2,12 @@
 
 The runner still drives the release step by step: when it submits the first step, the backend
 submits that step and every later one the runner says it will run (``ReleaseContext.upcoming``: the
-runner's own skip rule decides), each with
-``--dependency=afterok:<previous job>``; when the runner reaches a later step, the backend attaches
-to that step's queued job instead of submitting it again. Any divergence (a changed script, a step
-the chain skipped) cancels the rest of the chain and submits a new one from there. A serving step ends
-a chain (it never completes): the steps after it start a new chain once the server is ready, and the
+runner's own skip rule decides), each with ``--dependency=afterok:<previous job>``; when the runner
+reaches a later step, the backend attaches to that step's queued job instead of submitting it again,
+whatever state the job is in when this driver queued it (a job that failed fast is reported, not
+resubmitted). Any divergence (a changed script, a step the chain skipped, a failed job an earlier run
+queued) cancels the rest of the chain and submits a new one from there. A serving step ends a chain
+(it never completes): the steps after it start a new chain once the server is ready, and the
 server's job stays. The chain is recorded in ``<release state dir>/slurm-chain.json``.
 """
 
@@ -23,9 +24,12 @@ CHAIN_FILE = "slurm-chain.json"
 
 @dataclass
 class ChainEntry:
+    """One queued job of the chain; ``run`` names the driver process that submitted it."""
+
     step: str
     job_id: str
     digest: str
+    run: str = ""
 
 
 def _path(ctx: ReleaseContext) -> Path:
