@@ -5,7 +5,9 @@ failed without a failed test to name (xdist's workers collected different tests,
 cache then holds ``gw0`` and the like, or nothing), there is nothing to run again: this exits 1 saying so, instead
 of running the whole suite in one process.
 
-    python tests/failed_alone.py [PYTEST_ARGS...]
+    python tests/failed_alone.py [--cache-dir DIR] [PYTEST_ARGS...]
+
+``--cache-dir`` reads the run that used ``-o cache_dir=DIR`` (the Slurm tests beside the workers keep their own).
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-LASTFAILED = Path(".pytest_cache") / "v" / "cache" / "lastfailed"
+DEFAULT_CACHE = Path(".pytest_cache")
 
 
-def failed_tests() -> list[str]:
+def failed_tests(cache_dir: Path = DEFAULT_CACHE) -> list[str]:
     """The node ids of the last run's failed tests and modules; empty when it named none (or anything else)."""
     try:
-        recorded = json.loads(LASTFAILED.read_text(encoding="utf-8"))
+        recorded = json.loads((cache_dir / "v" / "cache" / "lastfailed").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
     ids = [str(k) for k in recorded]
@@ -29,7 +31,10 @@ def failed_tests() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    failed = failed_tests()
+    cache_dir = DEFAULT_CACHE
+    if argv[:1] == ["--cache-dir"] and len(argv) > 1:
+        cache_dir, argv = Path(argv[1]), ["-o", f"cache_dir={argv[1]}", *argv[2:]]
+    failed = failed_tests(cache_dir)
     if not failed:
         print("--- the workers failed, and no failed test is recorded to run again alone (a collection or internal "
               "error of xdist: see above) ---", flush=True)
