@@ -23,7 +23,10 @@ ENV_SECRET = "EnvSecretValue4242"  # in the environment of mlrecipe (the nodes i
 SECRETS = (FILE_TOKEN, FILE_PLAIN, SET_SECRET, ENV_SECRET)
 
 NODE = """echo "rank $PET_NODE_RANK reached the all_reduce"
+reached="$MLRECIPE_PIPELINE_DIR/rank-0-reached"
+if [ "$PET_NODE_RANK" = 0 ]; then touch "$reached"; fi
 if [ "$PET_NODE_RANK" = 1 ]; then
+  for _ in $(seq 600); do [ -e "$reached" ] && break; sleep 0.1; done  # fails only once rank 0 has logged
   beside="$(dirname "$MLRECIPE_METRICS_FILE")"
   echo "Thread 0x7f (most recent call first): in sleepy_rank" > "$beside/stacks-node-1-$$.txt"
   echo "rank 1 fails" >&2
@@ -63,6 +66,7 @@ def test_the_bundle_of_a_failed_two_node_pipeline(tmp_path: Path, mlhome: Path) 
     ran = _mlrecipe(mlhome, "run", str(pipeline), "--set", "train.process.env[0].name=DB_PASSWORD", "--set",
                     f"train.process.env[0].value={SET_SECRET}", "--keep-on-failure")
     assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert (tmp_path / "rank-0-reached").exists(), "rank 1 failed only after rank 0 logged"
     assert "--keep-on-failure: step train left nothing on local to keep" in ran.stdout
     assert "mlrecipe debug-bundle local://default/dbt" in ran.stdout
     steps = mlhome / "releases" / "local" / "default" / "dbt" / "steps"
