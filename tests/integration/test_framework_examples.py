@@ -144,7 +144,77 @@ def test_ray_train_example_fine_tunes_converts_and_evaluates(mlhome: Path) -> No
     fine_tune = cli(mlhome, "logs", "ray-train-sft", "fine-tune").stdout
     assert "2 CPU worker(s), 1 CPU each, backend gloo" in fine_tune, fine_tune[-3000:]
     assert (newest / "rng_state_0.pth").is_file() and (newest / "rng_state_1.pth").is_file()
+    _assert_ray_train_data_and_checkpoints(home, run, newest, evals, fine_tune)
     converted = newest.with_name("checkpoint.hf_model")
     _assert_merged(_base_model(mlhome), converted, torch, AutoModelForCausalLM)
+    _assert_merged_exactly(_base_model(mlhome), newest, converted, torch, AutoModelForCausalLM)
     _assert_evaluated(json.loads((newest / "evaluation.json").read_text()), min_f1=0.15)
+    _assert_ray_train_predictions(home, newest)
     assert not ray_processes(mlhome), "the release's Ray processes ended with its steps"
+    _assert_no_merge_writes_the_adapter(steps / "convert" / "framework-scripts", home, _base_model(mlhome), newest)
+
+
+def _assert_ray_train_data_and_checkpoints(home: Path, run: Path, newest: Path, evals: list[float],
+                                           log: str) -> None:
+    """The split rank 0 prepared, and Ray's checkpoints: at most 2 kept, named by step, the newest the best
+    evaluation (every 25 steps), with the HF Trainer's files and both workers' RNG states."""
+    [ready] = list((home / "datasets").rglob(".data_ready"))
+    assert ready.parent.name == "train=90%-val=5%-test=5%" and ready.parent.parent.name == "default"
+    assert [len(_jsonl(ready.parent / f)) for f in ("training.jsonl", "validation.jsonl", "test.jsonl")] == \
+        [270, 15, 15]
+    assert _jsonl(ready.parent / "test.jsonl")[0]["input"].startswith("### Instruction:\n")
+    ckpts = sorted(p.name for p in run.glob("checkpoint_*[0-9]"))
+    assert 1 <= len(ckpts) <= 2 and ckpts[-1] == f"checkpoint_{25 * (evals.index(min(evals)) + 1):06d}", \
+        (ckpts, evals)
+    assert newest.parent.name == ckpts[-1]
+    for name in ("adapter_config.json", "tokenizer.json", "trainer_state.json"):
+        assert (newest / name).is_file(), name
+    assert (home / "results" / "train_results.json").is_file()
+    assert list((home / "results" / "logs").glob("events.out.tfevents.*"))
+    assert f"newest checkpoint /efs/home/ray-train-sft/results/tiny-qwen3/{ckpts[-1]}" in log, log[-3000:]
+
+
+def _assert_merged_exactly(base: Path, adapter: Path, converted: Path, torch, auto_model) -> None:
+    """Every converted tensor is peft's own merge of the adapter; the embeddings LoRA does not touch are the base's."""
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    reference = PeftModel.from_pretrained(auto_model.from_pretrained(base), adapter).merge_and_unload().state_dict()
+    tensors = load_file(converted / "model.safetensors")
+    for name, tensor in tensors.items():
+        torch.testing.assert_close(tensor, reference[name], msg=name)
+    key = "model.embed_tokens.weight"
+    assert torch.equal(tensors[key], load_file(base / "model.safetensors")[key])
+    assert (converted / "tokenizer.json").is_file() and not list(converted.parent.glob(".*tmp*"))
+
+
+def _assert_ray_train_predictions(home: Path, newest: Path) -> None:
+    """One prediction per test row, in the test split's order, sampled at the reference's default temperature (the
+    recipe sets none)."""
+    rows = _jsonl(newest / "predictions.jsonl")
+    test_rows = _jsonl(next((home / "datasets").rglob("test.jsonl")))[:len(rows)]
+    assert len(rows) == 15 and all(set(r) == {"input", "label", "prediction"} for r in rows)
+    assert [(r["input"], r["label"]) for r in rows] == [(t["input"], t["output"]) for t in test_rows]
+    assert all(r["prediction"] for r in rows)
+    summary = json.loads((newest / "evaluation.json").read_text())
+    assert summary["generator"] == "transformers" and summary["sampling"]["temperature"] == 0.1, summary
+
+
+def _assert_no_merge_writes_the_adapter(scripts: Path, home: Path, base: Path, newest: Path) -> None:
+    """``convert_checkpoint_to_hf.py --no_merge`` (no Ray needed) keeps the adapter beside the base model's path."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from tests.frameworks.helpers import run_python
+
+    run = run_python(scripts, "shared/convert_checkpoint_to_hf.py",
+                     ["--base_model=tiny/qwen3", f"--model_path={base}", "--no_merge"], home)
+    assert run.returncode == 0, run.describe()
+    out = Path(f"{newest}.hf_peft")
+    assert (out / "base_model.txt").read_text() == str(base)
+    assert (out / "adapter_model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+    PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), out)
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
