@@ -25,10 +25,20 @@ pytestmark = pytest.mark.integration
 CLOUD_AND_HEAVY = ("boto3", "botocore", "kubernetes", "torch", "transformers", "ray", "vllm")
 MODELS_AND_HELM = ("pydantic", "mlrecipe.spec.recipe", "mlrecipe.spec.load", "mlrecipe.spec.pipeline",
                    "mlrecipe.backends.base", "helm_python", "yaml", "psutil")
+#: Modules ``validate`` of the quickstart (no watchdog, no cluster) once loaded for nothing.
+VALIDATE_NEEDS_NOT = ("mlrecipe.runtime.step_runtime", "mlrecipe.runner", "mlrecipe.backends.registry")
 PROBE = textwrap.dedent("""\
     import atexit, json, sys
     out, args = sys.argv[1], sys.argv[2:]
     atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+    sys.argv = ["mlrecipe", *args]
+    from mlrecipe.cli.app import main
+    main()
+    """)
+BROKEN_MODULE = textwrap.dedent("""\
+    import sys
+    module, args = sys.argv[1], sys.argv[2:]
+    sys.modules[module] = None  # importing it raises ImportError, as a module with a missing dependency would
     sys.argv = ["mlrecipe", *args]
     from mlrecipe.cli.app import main
     main()
@@ -80,4 +90,25 @@ def test_validate_loads_the_models_but_no_cluster_or_cloud_client(tmp_path: Path
     env = cli_env(tmp_path / "mlhome")
     modules = _imported(tmp_path, env, "validate", str(EXAMPLES / "quickstart" / "pipeline.yaml"))
     assert "mlrecipe.spec.recipe" in modules
-    assert _loaded(modules, CLOUD_AND_HEAVY) == []
+    assert _loaded(modules, CLOUD_AND_HEAVY + VALIDATE_NEEDS_NOT) == []
+
+
+@pytest.mark.parametrize(("verb", "module"), [("doctor", "mlrecipe.cli.doctor_cmd"),
+                                              ("compile", "mlrecipe.cli.compile_cmd")])
+def test_a_command_whose_module_cannot_be_imported_is_listed_and_says_why(verb: str, module: str,
+                                                                          tmp_path: Path) -> None:
+    env = cli_env(tmp_path / "mlhome")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", BROKEN_MODULE, module, *args], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    listing = cli("--help")
+    assert listing.returncode == 0, listing.stderr
+    assert f"{verb} " in listing.stdout and "Not available here" in listing.stdout
+    used = cli(verb, "kfp", "pipeline.yaml", "--output", "x.json")
+    assert used.returncode == 1
+    assert used.stderr.splitlines() == [
+        f"error: 'mlrecipe {verb}' is not available: importing {module} failed: import of {module} halted; "
+        f"None in sys.modules"]
+    assert cli("list").returncode == 0  # the other commands work

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from mlrecipe.cli import address, output
+from mlrecipe.errors import ExitCode
 
 app = typer.Typer(
     name="mlrecipe",
@@ -309,23 +310,47 @@ def options(
     raise typer.Exit(inspect_cmd.options(backend))
 
 
-def _register_optional() -> None:
-    for module in ("mlrecipe.cli.debug_bundle_cmd", "mlrecipe.cli.doctor_cmd", "mlrecipe.cli.cluster_cmd",
-                   "mlrecipe.cli.compile_cmd"):
+#: The commands that live in modules of their own, by name: each module's ``register`` adds its command.
+COMMAND_MODULES = {
+    "debug-bundle": "mlrecipe.cli.debug_bundle_cmd",
+    "doctor": "mlrecipe.cli.doctor_cmd",
+    "cluster": "mlrecipe.cli.cluster_cmd",
+    "compile": "mlrecipe.cli.compile_cmd",
+}
+
+
+def register_command_modules(target: typer.Typer, modules: dict[str, str]) -> None:
+    """Add each module's command to ``target``; a module that cannot be imported still gets its command, one that
+    says why it cannot run (exit 1) instead of the command vanishing from ``--help`` and every other command failing.
+    """
+    import importlib
+
+    for name, module in modules.items():
         try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError:
-            continue
-        mod.register(app)
+            importlib.import_module(module).register(target)
+        except ImportError as exc:
+            _register_unavailable(target, name, module, exc)
 
 
-_register_optional()
+def _register_unavailable(target: typer.Typer, name: str, module: str, exc: ImportError) -> None:
+    reason = f"importing {module} failed: {exc}"
+    if exc.name and exc.name != module:
+        reason += f" (install the package that provides {exc.name!r}, or reinstall mlrecipe)"
+
+    def unavailable(ctx: typer.Context) -> None:
+        raise typer.Exit(output.fail(f"'mlrecipe {name}' is not available: {reason}", ExitCode.FAILED))
+
+    target.command(name, help=f"Not available here: {reason}",
+                   context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(unavailable)
+
+
+register_command_modules(app, COMMAND_MODULES)
 
 
 def main() -> None:
     """Console entry point: clean messages and named exit codes, no tracebacks for mlrecipe's own errors."""
     from mlrecipe.cli import lifecycle
-    from mlrecipe.errors import ExitCode, MlrecipeError
+    from mlrecipe.errors import MlrecipeError
 
     lifecycle.begin()
     try:

@@ -21,7 +21,6 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from mlrecipe.runtime.step_runtime import parse_duration
 from mlrecipe.spec.model import Model
 
 #: The quantities every backend reads (a Kubernetes quantity without sign or exponent): 4, 0.5, 500m, 16Gi, 100G.
@@ -333,6 +332,8 @@ class MpiRun(Model):
 
 
 def _duration(value: Any) -> Any:
+    from mlrecipe.runtime.step_runtime import parse_duration  # the runtime's own reading; loaded when one is given
+
     parse_duration(value)
     return value
 
