@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from mlrecipe.cli import address, output
 from mlrecipe.errors import ExitCode
 
-app = typer.Typer(
-    name="mlrecipe",
-    help=(
+APP_SETTINGS: dict[str, Any] = {
+    "name": "mlrecipe",
+    "help": (
         "Run ML pipelines (data prep, distributed training, evaluation, serving) from YAML recipes, "
         "on this machine (default), on Slurm, or on Kubernetes / EKS through Helm charts.\n\n"
         "Examples:\n\n"
@@ -25,11 +25,12 @@ app = typer.Typer(
         "  mlrecipe install my-run training/pytorchjob-distributed -f recipe.yaml --set resources.nnodes=2\n\n"
         "  mlrecipe template my-run training/pytorchjob-elastic -f recipe.yaml --backend kubernetes"
     ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+    "no_args_is_help": True,
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": None,
+}
+app = typer.Typer(**APP_SETTINGS)
 
 BackendOpt = Annotated[
     str | None, typer.Option("--backend", "-b", help="local (default), slurm or kubernetes")
@@ -347,6 +348,23 @@ def _register_unavailable(target: typer.Typer, name: str, module: str, exc: Impo
 register_command_modules(app, COMMAND_MODULES)
 
 
+def _group_of_one() -> None:
+    """The group's own callback: nothing to do (it keeps the one command a subcommand, ``mlrecipe VERB``)."""
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app that runs the command line ``args``: ``app`` with only the command they name, when they name one of
+    the commands defined here (Typer builds the command line of every verb, all their options, before it runs one:
+    about 15 ms of a command's 0.1 s), else ``app`` itself (``--help``, a group such as ``cluster``, a typo)."""
+    named = [info for info in app.registered_commands
+             if args and (info.name or getattr(info.callback, "__name__", "").replace("_", "-")) == args[0]]
+    if len(named) != 1:
+        return app
+    alone = typer.Typer(**APP_SETTINGS, callback=_group_of_one)
+    alone.registered_commands = named
+    return alone
+
+
 def main() -> None:
     """Console entry point: clean messages and named exit codes, no tracebacks for mlrecipe's own errors."""
     from mlrecipe.cli import lifecycle
@@ -354,7 +372,7 @@ def main() -> None:
 
     lifecycle.begin()
     try:
-        app()
+        app_for(sys.argv[1:])()
     except MlrecipeError as exc:
         sys.exit(output.print_error(exc))
     except KeyboardInterrupt:
