@@ -181,13 +181,16 @@ def test_server_job_not_ready_in_time_is_cancelled_with_its_log(tmp_path: Path, 
 @pytest.mark.ray
 def test_rayserve_recipe_runs_as_a_job(tmp_path: Path, mlhome: Path, slurm_cluster: Cluster, tiny_model: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reference RayService recipe, unchanged, as a Slurm job: Ray Serve + vLLM on the node, OpenAI API."""
-    from tests.serve.serving import RAY_IMAGE, SERVE_ENV, has_serve_env, rayserve_recipe
+    """A reference-style RayService recipe as a Slurm job: Ray Serve + vLLM on the node, the chart's ``openai_api.py``
+    loaded from /etc/framework-scripts (``framework: vllm-<version>``, ``PYTHONPATH`` in the Serve config), the
+    ``openai`` client answered; uninstall cancels the job and leaves no process. (mlrecipe's own Ray Serve
+    application, the chart's default, runs on the same Ray-on-Slurm path: tests/serve/test_rayserve_local.py.)"""
+    from tests.serve.serving import FRAMEWORKS, RAY_IMAGE, SERVE_ENV, framework_recipe, has_serve_env
 
     if not has_serve_env("ray, vllm"):
         pytest.skip(f"no serving environment with Ray Serve and vLLM at {SERVE_ENV} (run 'make serve-env')")
     monkeypatch.setenv("MLRECIPE_IMAGES", f"{RAY_IMAGE}={SERVE_ENV}")
-    recipe = write(tmp_path / "rayserve.yaml", rayserve_recipe(tiny_model))
+    recipe = write(tmp_path / "rayserve.yaml", framework_recipe(tiny_model, FRAMEWORKS[0]))
     try:
         result = cli(mlhome, "install", "rs", "serving/rayserve", "-f", str(recipe), "-b", "slurm", timeout=600)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -198,6 +201,11 @@ def test_rayserve_recipe_runs_as_a_job(tmp_path: Path, mlhome: Path, slurm_clust
         out = client.completions.create(model="tiny", prompt="The list", max_tokens=4, temperature=0,
                                         extra_body={"ignore_eos": True})
         assert out.usage.completion_tokens == 4
+        chat = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                                              max_tokens=4, extra_body={"ignore_eos": True})
+        assert chat.usage.completion_tokens == 4
+        logs = cli(mlhome, "logs", "slurm://default/rs").stdout
+        assert "openai_api (/etc/framework-scripts/openai_api.py): vLLM " in logs, logs[-3000:]
         tree = release_tree("rs", mlhome)
     finally:
         cli(mlhome, "uninstall", "slurm://default/rs")
