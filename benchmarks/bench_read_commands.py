@@ -2,9 +2,14 @@
 
 Prints the median of ``--runs`` wall times (default 7, interleaved so that a drift of the machine's speed touches
 every command alike) of: ``python -c pass`` (the floor), ``mlrecipe --help``, ``mlrecipe status --help``,
-``list``, ``status`` and ``status RELEASE`` of an ended release, ``logs RELEASE STEP`` of its ended step, and
-``validate`` of the quickstart; each with its difference to the floor, and the targets of issue 41 point 4:
-read-only commands within 0.08 s of the floor, ``validate`` within 0.15 s.
+``list`` and ``status`` with no release and with one, ``status RELEASE`` and ``logs RELEASE STEP`` of an ended
+release, and ``validate`` of the quickstart; each with its difference to the floor, and the targets of issue 41
+point 4: read-only commands within 0.08 s of the floor, ``validate`` within 0.15 s.
+
+mlrecipe's modules are byte-compiled first, as an installed package is (otherwise a module edited since its last
+import is compiled again by every run, under ``PYTHONDONTWRITEBYTECODE``). The ``mlrecipe`` that runs is the one
+the environment imports; ``--against OTHER/src`` also times another tree (an older commit's, from ``git archive``),
+interleaved with this one, for a before/after under the same load.
 
 Run: ``python benchmarks/bench_read_commands.py [--runs N]`` (with the environment of ``make venv``).
 """
@@ -32,40 +37,59 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def compile_package(src: str | None) -> None:
+    """Byte-compile the mlrecipe that ``PYTHONPATH=src`` (None: this environment) imports."""
+    code = "import compileall, mlrecipe, os; compileall.compile_dir(os.path.dirname(mlrecipe.__file__), quiet=1)"
+    env = {**os.environ, **({"PYTHONPATH": src} if src else {})}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    runs = parser.parse_args().runs
+    parser.add_argument("--against", metavar="SRC", help="also time the mlrecipe of this src directory (e.g. an "
+                        "older commit's, from git archive), interleaved with this one's")
+    args = parser.parse_args()
+    trees = {"this": None, **({"against": str(Path(args.against).resolve())} if args.against else {})}
+    for src in trees.values():
+        compile_package(src)
     home = Path(tempfile.mkdtemp(prefix="mlrecipe-bench-"))
-    env = {**os.environ, "MLRECIPE_HOME": str(home), "PATH": f"{BIN}:{os.environ['PATH']}"}
+    env = {**os.environ, "MLRECIPE_HOME": str(home / "home"), "PATH": f"{BIN}:{os.environ['PATH']}"}
+    empty = {**env, "MLRECIPE_HOME": str(home / "empty")}
     recipe = home / "echo.yaml"
     recipe.write_text("image: python:3.11\nprocess:\n  command: [echo]\n  args: [hello]\n")
     cli = str(BIN / "mlrecipe")
     subprocess.run([cli, "install", "bench", "data-prep/data-process", "-f", str(recipe)], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     commands = {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "mlrecipe --help": [cli, "--help"],
-        "mlrecipe status --help": [cli, "status", "--help"],
-        "mlrecipe list": [cli, "list"],
-        "mlrecipe status": [cli, "status"],
-        "mlrecipe status bench": [cli, "status", "bench"],
-        "mlrecipe logs bench data-process": [cli, "logs", "bench", "data-process"],
-        "mlrecipe validate quickstart": [cli, "validate", str(REPO / "examples" / "quickstart" / "pipeline.yaml")],
+        "python -c pass": ([sys.executable, "-c", "pass"], env),
+        "mlrecipe --help": ([cli, "--help"], env),
+        "mlrecipe status --help": ([cli, "status", "--help"], env),
+        "mlrecipe list (no releases)": ([cli, "list"], empty),
+        "mlrecipe status (no releases)": ([cli, "status"], empty),
+        "mlrecipe list": ([cli, "list"], env),
+        "mlrecipe status": ([cli, "status"], env),
+        "mlrecipe status bench": ([cli, "status", "bench"], env),
+        "mlrecipe logs bench data-process": ([cli, "logs", "bench", "data-process"], env),
+        "mlrecipe validate quickstart": ([cli, "validate", str(REPO / "examples" / "quickstart" / "pipeline.yaml")],
+                                         env),
     }
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(runs):
-        for name, argv in commands.items():
-            times[name].append(timed(argv, env))
-    floor = statistics.median(times["python -c pass"])
-    print(f"{'command':<36} {'median':>8} {'- floor':>8}  target")
-    for name, values in times.items():
-        median = statistics.median(values)
+    times: dict[tuple[str, str], list[float]] = {(name, tree): [] for name in commands for tree in trees}
+    for _ in range(args.runs):
+        for name, (argv, base) in commands.items():
+            for tree, src in trees.items():
+                times[name, tree].append(timed(argv, {**base, **({"PYTHONPATH": src} if src else {})}))
+    floors = {tree: statistics.median(times["python -c pass", tree]) for tree in trees}
+    print(f"{'command':<36} " + " ".join(f"{tree + ' median':>14} {'- floor':>8}" for tree in trees) + "  target")
+    for name in commands:
         target = "" if name.startswith("python") else (
             f"<= {VALIDATE_TARGET:.2f}" if "validate" in name else f"<= {READ_ONLY_TARGET:.2f}")
-        print(f"{name:<36} {median:8.3f} {median - floor:8.3f}  {target}")
+        cells = []
+        for tree in trees:
+            median = statistics.median(times[name, tree])
+            cells.append(f"{median:14.3f} {median - floors[tree]:8.3f}")
+        print(f"{name:<36} " + " ".join(cells) + f"  {target}")
     subprocess.run([cli, "uninstall", "bench"], env=env, check=False, stdout=subprocess.DEVNULL)
-
 
 if __name__ == "__main__":
     main()
