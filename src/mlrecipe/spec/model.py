@@ -2,6 +2,10 @@
 
 Unknown keys are errors (a typo never passes silently) and null values fall back to the field's default, as the
 reference's values files leave keys empty (``nproc_per_node:``) to mean "the default".
+
+Each model builds its validator when first used (``defer_build``), not when its module is imported: a command
+that validates a recipe builds the recipe's validator once (its nested models inside it), not one more for each
+nested model and each backend's options it never uses.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ class Model(BaseModel):
     """Base of every spec model and backend options model: unknown keys are errors and null values fall back
     to defaults."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod
