@@ -73,6 +73,7 @@ _MEGATRON_ENTRIES = (
     Entry("data/sample_corpus.py", "mlrecipe_scripts.megatron.data.sample_corpus", ("main",), "sys.exit(main())"),
     Entry("gpt/pretrain.py", "mlrecipe_scripts.megatron.gpt.pretrain"),
     Entry("gpt/evaluate.py", "mlrecipe_scripts.megatron.gpt.evaluate"),
+    Entry("gpt/export_hf.py", "mlrecipe_scripts.megatron.gpt.export_hf"),
 )
 
 TREES: tuple[Tree, ...] = (
