@@ -25,6 +25,9 @@ pytestmark = pytest.mark.integration
 CLOUD_AND_HEAVY = ("boto3", "botocore", "kubernetes", "torch", "transformers", "ray", "vllm")
 MODELS_AND_HELM = ("pydantic", "mlrecipe.spec.recipe", "mlrecipe.spec.load", "mlrecipe.spec.pipeline",
                    "mlrecipe.backends.base", "helm_python", "yaml", "psutil")
+#: Modules the read-only commands once loaded for nothing (the step runtime: for a fabric check's figures, which a
+#: release without the check has not).
+READ_ONLY_NEEDS_NOT = ("mlrecipe.runtime.step_runtime",)
 #: Modules ``validate`` of the quickstart (no watchdog, no cluster) once loaded for nothing.
 VALIDATE_NEEDS_NOT = ("mlrecipe.runtime.step_runtime", "mlrecipe.runner", "mlrecipe.backends.registry")
 PROBE = textwrap.dedent("""\
@@ -75,7 +78,7 @@ def ended_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_read_only_commands_load_no_models_clients_or_helm(args: tuple[str, ...], ended_release: dict[str, str],
                                                             tmp_path: Path) -> None:
     modules = _imported(tmp_path, ended_release, *args)
-    assert _loaded(modules, CLOUD_AND_HEAVY + MODELS_AND_HELM) == []
+    assert _loaded(modules, CLOUD_AND_HEAVY + MODELS_AND_HELM + READ_ONLY_NEEDS_NOT) == []
     assert "mlrecipe.runner.state" in modules  # it did read the records
 
 

@@ -285,9 +285,12 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
 
 def _fabric_figures(record: ReleaseRecord, step: str) -> list[dict]:
     """The fabric check's figures of every node of ``step`` (``fabric-node-<rank>.json`` in its log directory)."""
+    log_dir = Path(record.directory) / "steps" / step if record.directory else None
+    if log_dir is None or not any(log_dir.glob("fabric-node-*.json")):
+        return []  # no check ran: the step runtime's module is not loaded for nothing
     from mlrecipe.runtime.step_runtime import read_fabric_figures
 
-    return read_fabric_figures(Path(record.directory) / "steps" / step) if record.directory else []
+    return read_fabric_figures(log_dir)
 
 
 def _fabric_line(figures: list[dict]) -> str:
