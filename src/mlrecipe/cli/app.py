@@ -352,12 +352,35 @@ def _group_of_one() -> None:
     """The group's own callback: nothing to do (it keeps the one command a subcommand, ``mlrecipe VERB``)."""
 
 
+def _verb(info: typer.models.CommandInfo) -> str:
+    """The name of a registered command, as Typer names it."""
+    return info.name or getattr(info.callback, "__name__", "").lower().replace("_", "-")
+
+
+def _listing() -> typer.Typer:
+    """``app`` for its own help: each verb's name and help, without the options only the verb's own help shows."""
+    import copy
+    import inspect
+
+    listing = typer.Typer(**APP_SETTINGS)
+    for info in app.registered_commands:
+        shown = copy.copy(info)
+        shown.name = _verb(info)
+        shown.help = info.help if info.help is not None else inspect.getdoc(info.callback)
+        shown.callback = _group_of_one  # never called: the help is printed instead
+        listing.registered_commands.append(shown)
+    listing.registered_groups = app.registered_groups
+    return listing
+
+
 def app_for(args: list[str]) -> typer.Typer:
     """The app that runs the command line ``args``: ``app`` with only the command they name, when they name one of
     the commands defined here (Typer builds the command line of every verb, all their options, before it runs one:
-    about 15 ms of a command's 0.1 s), else ``app`` itself (``--help``, a group such as ``cluster``, a typo)."""
-    named = [info for info in app.registered_commands
-             if args and (info.name or getattr(info.callback, "__name__", "").replace("_", "-")) == args[0]]
+    about 15 ms of a command's 0.1 s); for ``mlrecipe`` and ``mlrecipe --help``, the verbs without their options;
+    else ``app`` itself (a group such as ``cluster``, a typo)."""
+    if args in ([], ["--help"]):
+        return _listing()
+    named = [info for info in app.registered_commands if args and _verb(info) == args[0]]
     if len(named) != 1:
         return app
     alone = typer.Typer(**APP_SETTINGS, callback=_group_of_one)
