@@ -5,7 +5,9 @@ falls, and a held-out perplexity far below an untrained model of the same shape.
 
 On the way, the pretraining step's processes are killed with SIGKILL once its first checkpoint is written; the run
 fails, and ``mlrecipe resume`` continues the release: the data steps are not run again, pretraining resumes from the
-newest checkpoint and ends at the same step count (one pipeline run covers both, so the suite pays for one)."""
+newest checkpoint and ends at the same step count (one pipeline run covers both, so the suite pays for one). The
+resumed release then exports the checkpoint to Hugging Face format, serves it with vLLM (CPU, float32) and its client
+step finds greedy completions through the server token-identical to transformers' generate of the export."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def test_megatron_example_prepares_on_mpi_pretrains_on_two_nodes_resumes_after_k
         manifest_written = (data / "manifest.json").stat().st_mtime_ns
         prep_log = (steps / "data" / "node-0.log").read_text()
 
-        resumed = cli(mlhome, "resume", RELEASE, timeout=300)
+        resumed = cli(mlhome, "resume", RELEASE, timeout=600)
         assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
         for step in ("corpus", "data"):
             assert f"step {step}: skipped" in resumed.stdout, resumed.stdout
@@ -86,5 +88,10 @@ def test_megatron_example_prepares_on_mpi_pretrains_on_two_nodes_resumes_after_k
         figures = json.loads((fsx / "results" / "evaluation.json").read_text())
         assert figures["perplexity"] < 0.5 * figures["untrained_perplexity"], figures
         assert "untrained model of the same shape" in cli(mlhome, "logs", RELEASE, "evaluate").stdout
+        assert (fsx / "results" / "hf" / "model.safetensors").is_file()
+        assert "as GPT2LMHeadModel; tokenizer from" in cli(mlhome, "logs", RELEASE, "export").stdout
+        served = json.loads((fsx / "results" / "served.json").read_text())
+        assert served["identical"] and all(row["served"] for row in served["prompts"]), served
+        assert "token-identical to transformers' on 4 prompts" in cli(mlhome, "logs", RELEASE, "client").stdout
     finally:
         cli(mlhome, "uninstall", RELEASE)

@@ -1,10 +1,12 @@
 """The megatron example's EKS plan (examples/frameworks/megatron/pipeline-eks.yaml) has the source system's shape:
 MPIJob data preparation with CPU/memory requests spread over nodes on the FSx claim, a PyTorchJob on 2 x p4de with
-8 GPUs, 4 EFA interfaces, the EFA/NCCL environment and shared memory; object names follow the release, so two
-releases in one namespace never collide. (Goldens and CRD validity: tests/unit/test_framework_example_plans.py.)"""
+8 GPUs, 4 EFA interfaces, the EFA/NCCL environment and shared memory; the export on a CPU node writes the Hugging
+Face folder on FSx that the vLLM serving chart's RayService serves in float32; object names follow the release, so
+two releases in one namespace never collide. (Goldens and CRD validity: tests/unit/test_framework_example_plans.py.)"""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -49,7 +51,8 @@ def test_data_workers_request_cpu_and_memory_spread_over_nodes_on_fsx(mlhome: Pa
 
 
 def test_pretraining_runs_on_two_p4de_with_efa_nccl_env_and_shared_memory(mlhome: Path) -> None:
-    (job,) = [o for o in _objects(EXAMPLE / "pipeline-eks.yaml") if o["kind"] == "PyTorchJob"]
+    (job,) = [o for o in _objects(EXAMPLE / "pipeline-eks.yaml")
+              if o["kind"] == "PyTorchJob" and o["metadata"]["labels"]["mlrecipe.io/step"] == "pretrain"]
     groups = job["spec"]["pytorchReplicaSpecs"]
     assert sum(g.get("replicas", 1) for g in groups.values()) == 2
     for group in groups.values():
@@ -64,6 +67,26 @@ def test_pretraining_runs_on_two_p4de_with_efa_nccl_env_and_shared_memory(mlhome
         shm = [v for v in spec["volumes"] if v["name"] == "shm"]
         assert shm == [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]
         assert "pv-fsx" in {v.get("persistentVolumeClaim", {}).get("claimName") for v in spec["volumes"]}
+
+
+def test_the_export_runs_on_a_cpu_node_and_ray_serve_with_vllm_serves_it_from_fsx(mlhome: Path) -> None:
+    objects = _objects(EXAMPLE / "pipeline-eks.yaml")
+    (export,) = [o for o in objects if o["kind"] == "PyTorchJob" and o["metadata"]["labels"]["mlrecipe.io/step"]
+                 == "export"]
+    for group in export["spec"]["pytorchReplicaSpecs"].values():
+        assert "nvidia.com/gpu" not in str(_container(group["template"])["resources"])
+    (step,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "step-megatron-gpt-export"]
+    program = str(step["data"])
+    assert "gpt/export_hf.py" in program and "--load $RESULTS/checkpoints" in program and "--output $RESULTS/hf" \
+        in program
+    (service,) = [o for o in objects if o["kind"] == "RayService"]
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("engine-config")]
+    engine = json.loads(config["data"]["engine-config.json"])
+    assert (engine["model"], engine["dtype"]) == ("/fsx/megatron-gpt/results/hf", "float32")
+    assert "import_path: openai_api:deployment" in service["spec"]["serveConfigV2"]
+    worker = service["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]
+    assert _container(worker)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "pv-fsx" in {v.get("persistentVolumeClaim", {}).get("claimName") for v in worker["spec"]["volumes"]}
 
 
 def test_two_releases_in_one_namespace_never_share_an_object_name(mlhome: Path, tmp_path: Path) -> None:
