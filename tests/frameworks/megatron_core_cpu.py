@@ -1,24 +1,29 @@
 """megatron-core's ``GPTModel`` run on CPU for the export's parity test (``python -m tests.frameworks.megatron_core_cpu
 OUT``): builds the model pretraining builds (local layer spec, learned positions, untied output layer), every
 parameter perturbed so that none is at its initial 0 or 1, writes it as a pretraining checkpoint (``impl: megatron``)
-in ``OUT/ckpt`` and its logits for fixed tokens in ``OUT/logits.pt``.
+in ``OUT/ckpt`` and in megatron-core's distributed-checkpoint format (``torch_dist``, as Megatron-LM saves it: the
+model's sharded state dict under ``model``, its ``args`` and ``iteration``) in ``OUT/dist``, and its logits for fixed
+tokens in ``OUT/logits.pt``.
 
 megatron-core 0.16.1's forward pass has three CUDA-only calls that have nothing to do with the model's arithmetic;
 this helper (a test's process, never the product) replaces them: the attention score buffer is allocated on CPU
 (``GlobalMemoryBuffer.get_tensor``), the causal mask is passed explicitly (its default mask is built with
-``device="cuda"``), and the dropout RNG fork (dropout is 0) is a no-op.
+``device="cuda"``), and the dropout RNG fork (dropout is 0) is a no-op. Saving the distributed checkpoint calls
+``torch.cuda.synchronize`` and puts its one-number failure flag on ``torch.cuda.current_device()``: after the forward
+pass, those two are pointed at the CPU too.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-SHAPE: dict[str, Any] = {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "seq_length": 32, "vocab_size": 128,
-         "ffn_hidden_size": 256, "init_method_std": 0.02}
+SHAPE: dict[str, Any] = {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "seq_length": 32,
+                         "vocab_size": 128, "ffn_hidden_size": 256, "init_method_std": 0.02}
 BATCH, TOKENS = 2, 24
 
 
@@ -59,7 +64,24 @@ def main(out: Path) -> None:
     checkpoint.save(out / "ckpt", 1, {"model": model.state_dict(), "impl": "megatron", "shape": SHAPE, "args": {},
                                       "iteration": 1})
     torch.save({"tokens": tokens, "logits": logits.float()}, out / "logits.pt")
+    _save_torch_dist(model, out / "dist")
     dist.destroy_process_group()
+
+
+def _save_torch_dist(model: object, root: Path) -> None:
+    import torch
+    from megatron.core import dist_checkpointing
+
+    torch.cuda.synchronize = lambda *args, **kwargs: None  # type: ignore[assignment]
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
+    args = argparse.Namespace(**{k: v for k, v in SHAPE.items() if k != "vocab_size"}, max_position_embeddings=
+                              SHAPE["seq_length"], position_embedding_type="learned_absolute",
+                              padded_vocab_size=SHAPE["vocab_size"])
+    folder = root / "iter_0000001"
+    folder.mkdir(parents=True)
+    state = {"model": model.sharded_state_dict(), "args": args, "iteration": 1}  # type: ignore[attr-defined]
+    dist_checkpointing.save(state, str(folder))
+    (root / "latest_checkpointed_iteration.txt").write_text("1")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """``gpt/export_hf.py`` of the megatron framework: a pretraining checkpoint becomes a Hugging Face GPT-2 that
 transformers loads with the data's tokenizer, with the same logits as pretraining's own model on held-out samples,
 the same perplexity as ``gpt/evaluate.py``, export -> import -> export bit for bit (also as megatron-core
-tensor-parallel shards), megatron-core's own ``GPTModel`` (run on CPU) exported with the same logits, and greedy
-decoding through a served vLLM endpoint token-identical to transformers' ``generate``.
+tensor-parallel shards), megatron-core's own ``GPTModel`` (run on CPU; this project's file and megatron-core's
+torch_dist save) exported with the same logits, and greedy decoding through a served vLLM endpoint token-identical
+to transformers' ``generate``.
 
 One module-scoped run pays for the data: a BPE tokenizer trained on the sample corpus, ``data/prepare.py`` on one
 JSONL file, 60 steps of the chart tree's ``gpt/pretrain.py`` (CPU, plain-torch GPT), one export.
@@ -186,22 +187,33 @@ def test_export_import_export_round_trips_bit_exactly_also_through_megatron_tens
     assert json.loads((again / "config.json").read_text()) == json.loads((trained.hf / "config.json").read_text())
 
 
-def test_megatron_core_gpt_model_run_on_cpu_exports_with_the_same_logits(tmp_path: Path) -> None:
-    pytest.importorskip("megatron.core")
+@pytest.mark.parametrize("layout", ["ckpt", "dist"])
+def test_megatron_core_gpt_model_run_on_cpu_exports_with_the_same_logits(megatron_core_run: Path, layout: str,
+                                                                         tmp_path: Path) -> None:
+    """``ckpt``: this project's file of megatron-core's state dict; ``dist``: megatron-core's own torch_dist save."""
     import torch
 
-    made = subprocess.run([sys.executable, "-m", "tests.frameworks.megatron_core_cpu", str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=240, env=script_env())
-    assert made.returncode == 0, made.stderr[-3000:]
-    out = _run(EXPORT, "--load", str(tmp_path / "ckpt"), "--output", str(tmp_path / "hf"))
+    out = _run(EXPORT, "--load", str(megatron_core_run / layout), "--output", str(tmp_path / "hf"))
     assert out.returncode == 0, out.stderr[-3000:]
     assert "(megatron, 2 layers x 64" in out.stdout and "no tokenizer" in out.stdout
+    assert not out.stderr.strip(), out.stderr
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["tie_word_embeddings"] is False and config["eos_token_id"] is None
-    expected = torch.load(tmp_path / "logits.pt")
+    expected = torch.load(megatron_core_run / "logits.pt")
     with torch.no_grad():
         got = _hf_model(tmp_path / "hf")(input_ids=expected["tokens"]).logits
     torch.testing.assert_close(got, expected["logits"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def megatron_core_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """megatron-core's GPTModel built and run on CPU, saved both ways (tests/frameworks/megatron_core_cpu.py)."""
+    pytest.importorskip("megatron.core")
+    out = tmp_path_factory.mktemp("megatron-core-cpu")
+    made = subprocess.run([sys.executable, "-m", "tests.frameworks.megatron_core_cpu", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=240, env=script_env())
+    assert made.returncode == 0, made.stderr[-3000:]
+    return out
 
 
 def test_bad_input_is_one_error_line(trained: Trained, tmp_path: Path) -> None:

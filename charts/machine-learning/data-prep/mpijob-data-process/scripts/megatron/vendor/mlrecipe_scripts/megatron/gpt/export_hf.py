@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ from mlrecipe_scripts.core.script_core import ScriptError, atomic_dir, log, offl
 
 WEIGHTS = "model.safetensors"
 PROVENANCE = "mlrecipe_export.json"
-MP_RANK = re.compile(r"^mp_rank_(\d{2})(?:_(\d{3}))?$")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,15 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_checkpoint(root: Path, iteration: int | None) -> dict[str, Any]:
-    """``{"impl", "model", "shape", "args", "iteration"}`` of a checkpoint folder (tensor-parallel shards merged)."""
-    import torch
-
-    from mlrecipe_scripts.megatron.gpt import checkpoint, hf_mapping
+    """``{"impl", "model", "shape", "args", "iteration", "folder"}`` of a checkpoint folder: this project's file, or
+    Megatron's layouts (:mod:`.megatron_checkpoint`: tensor-parallel shards merged, torch_dist read)."""
+    from mlrecipe_scripts.megatron.gpt import checkpoint, megatron_checkpoint
 
     if iteration is None:
         iteration = checkpoint.latest(root) if root.is_dir() else None
-        if iteration is None:
-            iteration = _newest_megatron_folder(root)
+        if iteration is None and root.is_dir():
+            found = [int(m.group(1)) for p in root.glob("iter_*") if (m := checkpoint.ITER.match(p.name))
+                     and megatron_checkpoint.is_megatron_folder(p)]
+            iteration = max(found) if found else None
     if iteration is None:
         raise ScriptError(f"--load {root}: no checkpoint")
     folder = checkpoint.folder(root, iteration)
@@ -68,50 +67,9 @@ def read_checkpoint(root: Path, iteration: int | None) -> dict[str, Any]:
             raise ScriptError(f"{folder / checkpoint.FILE}: not a pretraining checkpoint (no model or shape)")
         return {"impl": state.get("impl", "torch"), "model": state["model"], "shape": dict(state["shape"]),
                 "args": dict(state.get("args") or {}), "iteration": iteration, "folder": str(folder)}
-    ranks = sorted((m.group(1), m.group(2) or "000", p) for p in (folder.glob("mp_rank_*") if folder.is_dir()
-                                                                   else ()) if (m := MP_RANK.match(p.name)))
-    if not ranks:
-        if (folder / "metadata.json").is_file():
-            raise ScriptError(f"{folder}: a megatron-core distributed (torch_dist) checkpoint; export reads "
-                              "mp_rank_NN/model_optim_rng.pt folders (save with --ckpt-format torch)")
-        raise ScriptError(f"{folder}: no checkpoint (neither {checkpoint.FILE} nor mp_rank_NN/)")
-    if any(pp != "000" for _, pp, _ in ranks):
-        raise ScriptError(f"{folder}: pipeline-parallel shards (mp_rank_NN_PPP) are not supported; "
-                          "export a checkpoint saved with pipeline parallel size 1")
-    shards = [torch.load(p / checkpoint.FILE, map_location="cpu", weights_only=False) for _, _, p in ranks]
-    margs = shards[0].get("args")
-    shape = dict(shards[0]["shape"]) if "shape" in shards[0] else _megatron_shape(margs)
-    models = [hf_mapping.megatron_names(s["model"]) for s in shards]
-    merged = hf_mapping.merge_tensor_parallel(models, hf_mapping.MEGATRON_GPT, int(shape["num_layers"]))
-    shape["vocab_size"] = int(merged["embedding.word_embeddings.weight"].shape[0])
-    return {"impl": "megatron", "model": merged, "shape": shape,
-            "args": margs if isinstance(margs, dict) else vars(margs) if margs is not None else {},
-            "iteration": iteration, "folder": str(folder), "tensor_parallel": len(shards)}
-
-
-def _newest_megatron_folder(root: Path) -> int | None:
-    from mlrecipe_scripts.megatron.gpt import checkpoint
-
-    found = [int(m.group(1)) for p in root.glob("iter_*") if (m := checkpoint.ITER.match(p.name))
-             and any((q / checkpoint.FILE).is_file() for q in p.glob("mp_rank_*"))] if root.is_dir() else []
-    return max(found) if found else None
-
-
-def _megatron_shape(margs: Any) -> dict[str, Any]:
-    """The model's shape from Megatron's saved ``args`` (an ``argparse.Namespace``)."""
-    if margs is None:
-        raise ScriptError("a Megatron checkpoint without its args: the model's shape is unknown")
-    groups = getattr(margs, "num_query_groups", None)
-    heads = int(margs.num_attention_heads)
-    if getattr(margs, "group_query_attention", False) and groups not in (None, heads):
-        raise ScriptError(f"grouped-query attention ({groups} groups of {heads} heads) has no GPT-2 export")
-    if getattr(margs, "position_embedding_type", "learned_absolute") != "learned_absolute":
-        raise ScriptError(f"position embedding {margs.position_embedding_type!r}: GPT-2 has learned absolute "
-                          "positions only")
-    return {"num_layers": int(margs.num_layers), "hidden_size": int(margs.hidden_size), "num_attention_heads": heads,
-            "seq_length": int(getattr(margs, "max_position_embeddings", None) or margs.seq_length),
-            "vocab_size": 0, "ffn_hidden_size": getattr(margs, "ffn_hidden_size", None),
-            "init_method_std": float(getattr(margs, "init_method_std", 0.02))}
+    if not folder.is_dir():
+        raise ScriptError(f"--load {root}: no checkpoint of iteration {iteration}")
+    return {"impl": "megatron", **megatron_checkpoint.read(folder), "iteration": iteration, "folder": str(folder)}
 
 
 # ---------------------------------------------------------------------------------------------------- tokenizer
