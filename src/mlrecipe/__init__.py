@@ -1,3 +1,3 @@
-"""mlrecipe: run ML pipelines from YAML recipes locally, on Slurm and on Kubernetes."""
+"""mlrecipe: run ML pipelines from YAML recipes locally, on Slurm, on Kubernetes and on SageMaker."""
 
 __version__ = "0.1.0"

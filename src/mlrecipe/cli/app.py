@@ -33,7 +33,7 @@ APP_SETTINGS: dict[str, Any] = {
 app = typer.Typer(**APP_SETTINGS)
 
 BackendOpt = Annotated[
-    str | None, typer.Option("--backend", "-b", help="local (default), slurm or kubernetes")
+    str | None, typer.Option("--backend", "-b", help="local (default), slurm, kubernetes or sagemaker")
 ]
 NamespaceOpt = Annotated[
     str | None, typer.Option("--namespace", "-n", help="Namespace (Kubernetes) or session name (default: default)")
@@ -298,7 +298,7 @@ def paths() -> None:
 
 @app.command()
 def options(
-    backend: Annotated[str | None, typer.Argument(help="local, slurm or kubernetes (default: all)")] = None,
+    backend: Annotated[str | None, typer.Argument(help="local, slurm, kubernetes or sagemaker (default: all)")] = None,
 ) -> None:
     """List a backend's options: name, type, default and meaning.
 

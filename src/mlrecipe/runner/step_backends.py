@@ -1,5 +1,5 @@
 """Which backend runs each step of a release: the release's own, or the one a pipeline step names (hybrid
-pipelines: data preparation locally, training on Slurm or Kubernetes, in one release).
+pipelines: data preparation locally, training on Slurm, Kubernetes or SageMaker, in one release).
 
 The release's backend takes the command line's plain options (``-B key=value``); another backend takes those
 spelled with its name first (``-B sagemaker.mode=local``: :func:`split_options`), over its config file section.
