@@ -1,7 +1,8 @@
 """How fast the commands people run in loops answer, against ``python -c pass`` measured in the same run.
 
 Prints the median of ``--runs`` wall times (default 7, interleaved so that a drift of the machine's speed touches
-every command alike) of: ``python -c pass`` (the floor), ``mlrecipe --help``, ``mlrecipe status --help``,
+every command alike), and of their CPU seconds (user + system: what a busy machine's waits for a core leave out),
+of: ``python -c pass`` (the floor), ``mlrecipe --help``, ``mlrecipe status --help``,
 ``list`` and ``status`` with no release and with one, ``status RELEASE`` and ``logs RELEASE STEP`` of an ended
 release, and ``validate`` of the quickstart; each with its difference to the floor, and the targets of issue 41
 point 4: read-only commands within 0.08 s of the floor, ``validate`` within 0.15 s.
@@ -31,10 +32,14 @@ READ_ONLY_TARGET = 0.08
 VALIDATE_TARGET = 0.15
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of one run of ``argv``."""
     start = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    assert os.waitstatus_to_exitcode(status) == 0, f"{argv} failed"
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def compile_package(src: str | None) -> None:
@@ -75,19 +80,23 @@ def main() -> None:
                                          env),
     }
     times: dict[tuple[str, str], list[float]] = {(name, tree): [] for name in commands for tree in trees}
+    cpu: dict[tuple[str, str], list[float]] = {(name, tree): [] for name in commands for tree in trees}
     for _ in range(args.runs):
         for name, (argv, base) in commands.items():
             for tree, src in trees.items():
-                times[name, tree].append(timed(argv, {**base, **({"PYTHONPATH": src} if src else {})}))
+                wall, used = timed(argv, {**base, **({"PYTHONPATH": src} if src else {})})
+                times[name, tree].append(wall)
+                cpu[name, tree].append(used)
     floors = {tree: statistics.median(times["python -c pass", tree]) for tree in trees}
-    print(f"{'command':<36} " + " ".join(f"{tree + ' median':>14} {'- floor':>8}" for tree in trees) + "  target")
+    print(f"{'command':<36} " + " ".join(f"{tree + ' median':>14} {'- floor':>8} {'CPU':>6}" for tree in trees)
+          + "  target")
     for name in commands:
         target = "" if name.startswith("python") else (
             f"<= {VALIDATE_TARGET:.2f}" if "validate" in name else f"<= {READ_ONLY_TARGET:.2f}")
         cells = []
         for tree in trees:
             median = statistics.median(times[name, tree])
-            cells.append(f"{median:14.3f} {median - floors[tree]:8.3f}")
+            cells.append(f"{median:14.3f} {median - floors[tree]:8.3f} {statistics.median(cpu[name, tree]):6.3f}")
         print(f"{name:<36} " + " ".join(cells) + f"  {target}")
     subprocess.run([cli, "uninstall", "bench"], env=env, check=False, stdout=subprocess.DEVNULL)
 
