@@ -114,6 +114,27 @@ def test_export_is_a_gpt2_that_transformers_loads_with_the_tokenizer_the_data_wa
     assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr(), "tied as in training"
 
 
+def test_gpt2_bpe_files_become_a_fast_tokenizer_that_encodes_as_preparation_did(trained: Trained,
+                                                                               tmp_path: Path) -> None:
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from mlrecipe_scripts.megatron.data.tokenizer import TokenizerSource, load
+
+    bpe = tmp_path / "bpe"
+    bpe.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copyfile(trained.data / "tokenizer" / name, bpe / name)
+    out = _run(EXPORT, "--load", str(trained.ckpt), "--output", str(tmp_path / "hf"), "--tokenizer-dir", str(bpe))
+    assert out.returncode == 0, out.stderr[-3000:]
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    prepared = load(TokenizerSource.from_args(None, str(bpe / "vocab.json"), str(bpe / "merges.txt"), None))
+    texts = ["Raise an exception when the list is empty.", "def f(x):\n    return x  # done"]
+    assert [tok(t)["input_ids"] for t in texts] == prepared.encode(texts)
+    assert tok.eos_token == "<|endoftext|>" and tok.eos_token_id == prepared.eod_id
+
+
 def test_exported_logits_match_the_pretraining_model_on_held_out_samples(trained: Trained) -> None:
     import torch
 
