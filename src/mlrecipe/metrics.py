@@ -6,7 +6,13 @@ field optional but ``time``. Every backend sets the variable: on the local and S
 step's state directory, on Kubernetes a file on the step's shared volume whose tail the backend copies there
 from a running pod; ``mlrecipe``'s live display and ``status`` show step / total, rate, ETA and the latest
 metrics. :func:`report` writes one line (rank 0 only); the Hugging Face and Lightning callbacks in
-:mod:`mlrecipe.integrations` call it.
+:mod:`mlrecipe.integrations` call it. ``step`` is written when given, ``total`` when positive, ``metrics`` when some
+value is a finite number (a one-element tensor by its ``item()``; booleans are not numbers); a failed write prints
+a warning and never stops a run.
+
+The framework scripts have their own copy of this writer, ``mlrecipe_scripts.core.progress``: they ship into images
+where mlrecipe is not installed and the two packages never import each other. ``tests/unit/test_progress_writers.py``
+holds both to the same lines for the same calls.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -24,25 +31,38 @@ METRICS_FILE = "metrics.jsonl"
 _TAIL_BYTES = 64 * 1024
 
 
-def _is_rank_zero() -> bool:
-    return os.environ.get("RANK", "0") in ("", "0")
+def _number(value: Any) -> float | None:
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
+        return None
+    return float(value)
 
 
-def report(step: int | None = None, total: int | None = None, **metrics: float) -> None:
-    """Append one progress line for this step (only on rank 0, only when ``$MLRECIPE_METRICS_FILE`` is set)."""
-    path = os.environ.get(METRICS_VAR)
-    if not path or not _is_rank_zero():
-        return
+def progress_record(step: int | None = None, total: int | None = None, **metrics: Any) -> dict[str, Any]:
+    """The line :func:`report` writes, as a dict (``time`` is now)."""
     record: dict[str, Any] = {"time": round(time.time(), 3)}
     if step is not None:
         record["step"] = int(step)
-    if total is not None:
+    if total is not None and int(total) > 0:
         record["total"] = int(total)
-    numbers = {k: float(v) for k, v in metrics.items() if isinstance(v, int | float) and math.isfinite(float(v))}
+    numbers = {key: number for key, value in metrics.items() if (number := _number(value)) is not None}
     if numbers:
         record["metrics"] = numbers
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record) + "\n")
+    return record
+
+
+def report(step: int | None = None, total: int | None = None, **metrics: Any) -> None:
+    """Append one progress line for this step (only on rank 0, only when ``$MLRECIPE_METRICS_FILE`` is set)."""
+    path = os.environ.get(METRICS_VAR)
+    if not path or os.environ.get("RANK", "0") not in ("", "0"):
+        return
+    line = json.dumps(progress_record(step, total, **metrics)) + "\n"
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+    except OSError as exc:  # progress is best effort: never stop a training for it
+        print(f"warning: cannot write {METRICS_VAR}={path}: {exc}", file=sys.stderr, flush=True)
 
 
 @dataclass

@@ -293,7 +293,7 @@ def train(args: ScriptArguments, sft_path: str, data_dir: Path, output_dir: Path
     from torch.utils.data import DataLoader, Dataset
     from transformers import get_cosine_schedule_with_warmup
 
-    from mlrecipe_scripts.hf_trainer.trainer_callbacks import report_progress
+    from mlrecipe_scripts.core.progress import report_progress
 
     accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
     set_seed(args.seed)

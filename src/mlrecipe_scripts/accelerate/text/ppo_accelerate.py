@@ -532,7 +532,7 @@ def train(args: ScriptArguments, sft_path: str, reward_path: str, data_dir: Path
     from torch.utils.data import DataLoader, Dataset
     from transformers import get_cosine_schedule_with_warmup
 
-    from mlrecipe_scripts.hf_trainer.trainer_callbacks import report_progress
+    from mlrecipe_scripts.core.progress import report_progress
 
     generator_kind, why = choose_generator()
     accelerator = Accelerator()

@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                "untrained_perplexity": base, "ratio": tuned / base}
     print(f"held-out ({args.split_name}) perplexity after {iteration} steps: {tuned:.2f}; untrained model of the same "
           f"shape: {base:.2f} (ratio {tuned / base:.3f})", flush=True)
-    from mlrecipe_scripts.megatron.gpt.pretrain import report
+    from mlrecipe_scripts.core.progress import report_progress
 
-    report(iteration, iteration, test_ppl=tuned, untrained_ppl=base)
+    report_progress(iteration, iteration, test_ppl=tuned, untrained_ppl=base)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps(figures, indent=2) + "\n")

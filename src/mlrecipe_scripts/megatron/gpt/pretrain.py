@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlrecipe_scripts.core.progress import report_progress
 from mlrecipe_scripts.core.script_core import ScriptError, offline_defaults, run_main
-
-METRICS_VAR = "MLRECIPE_METRICS_FILE"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,20 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--exit-on-missing-checkpoint", action="store_true",
                      help="refuse to start from scratch when --load holds no checkpoint")
     return p
-
-
-def report(step: int, total: int, **metrics: float) -> None:
-    """One JSON line to ``$MLRECIPE_METRICS_FILE`` (rank 0 calls it)."""
-    path = os.environ.get(METRICS_VAR)
-    if not path:
-        return
-    numbers = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
-    record = {"time": round(time.time(), 3), "step": step, "total": total, "metrics": numbers}
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
-    except OSError as exc:
-        print(f"warning: metrics file {path}: {exc}", file=sys.stderr)
 
 
 def learning_rate(args: argparse.Namespace, step: int) -> float:
@@ -317,7 +302,7 @@ class Run:
                 if self.rank == 0:
                     print(f"step {step}/{args.train_iters} loss {loss_value:.4f} lr {lr:.3g} "
                           f"samples/s {rate:.1f}", flush=True)
-                    report(step, args.train_iters, loss=loss_value, lr=lr, samples_per_second=rate,
+                    report_progress(step, args.train_iters, loss=loss_value, lr=lr, samples_per_second=rate,
                            cpu_seconds=time.process_time())
                     if writer:
                         writer.add_scalar("lm loss", loss_value, step)
@@ -342,7 +327,7 @@ class Run:
             return
         ppl = math.exp(min(value, 50.0))
         print(f"validation at step {step}: loss {value:.4f} perplexity {ppl:.2f}", flush=True)
-        report(step, self.args.train_iters, val_loss=value, val_ppl=ppl)
+        report_progress(step, self.args.train_iters, val_loss=value, val_ppl=ppl)
         if writer:
             writer.add_scalar("lm loss validation", value, step)
             writer.add_scalar("lm loss validation ppl", ppl, step)

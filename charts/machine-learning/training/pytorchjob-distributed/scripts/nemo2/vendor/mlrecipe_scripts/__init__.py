@@ -7,7 +7,8 @@ subpackages it needs under ``vendor/mlrecipe_scripts/``, so the scripts run with
 
 =============================  ==========================================================================
 ``core``                       what every framework shares: ``script_core`` (errors, logging, ranks,
-                               offline defaults), ``answer_metrics`` (token F1, ROUGE-L), ``evaluation``
+                               offline defaults), ``progress`` (the one ``$MLRECIPE_METRICS_FILE``
+                               writer), ``answer_metrics`` (token F1, ROUGE-L), ``evaluation``
                                (the evaluators' test set, sampling, vLLM / transformers generation, scores)
 ``hf_trainer``                 the Hugging Face Trainer scripts' common code (accelerate and ray_train):
                                ``common_base``, ``eval_common``, ``trainer_callbacks``, ``text_dataset``

@@ -125,7 +125,7 @@ def write_results(ckpt: Path, test_file: Path, rows: list[dict[str, str]], predi
     with atomic_file(ckpt / "evaluation.json") as tmp_file:
         tmp_file.write_text(json.dumps(summary, indent=2) + "\n")
     try:
-        from mlrecipe_scripts.hf_trainer.trainer_callbacks import report_progress
+        from mlrecipe_scripts.core.progress import report_progress
 
         report_progress(None, None, **scores)
     except ImportError:

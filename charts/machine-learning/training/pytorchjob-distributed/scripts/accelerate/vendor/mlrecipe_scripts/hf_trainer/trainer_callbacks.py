@@ -4,8 +4,8 @@
 * :class:`SaveOnBestMetricCallback`: sets ``should_save`` on each evaluation whose ``metric_for_best_model``
   beats ``state.best_metric`` (always on the first one), so checkpoints are written only at evals that improve.
 * :class:`MetricsFileCallback`: when ``MLRECIPE_METRICS_FILE`` is set, global rank 0 appends one JSON line per
-  logging event: ``{"time": <unix s>, "step": N, "total": M, "metrics": {"loss": 1.23, ...}}`` (the format that
-  mlrecipe reads; written with the standard library, mlrecipe itself is not imported).
+  logging event: ``{"time": <unix s>, "step": N, "total": M, "metrics": {"loss": 1.23, ...}}``, through the
+  scripts' one progress writer (:func:`mlrecipe_scripts.core.progress.report_progress`, re-exported here).
 * :class:`CountParametersOnce`: a Trainer mixin; the Trainer's FLOs estimate (``total_flos``) counts the model's
   parameters once instead of at every optimizer step (``Trainer.floating_point_ops`` walks every parameter of the
   model each step: 1-4 % of the step time of a tiny model on CPU, in ``benchmarks/bench_accelerate_sft.py``);
@@ -15,40 +15,12 @@
 from __future__ import annotations
 
 import functools
-import json
-import math
 import os
-import time
 from typing import Any
 
 from transformers import TrainerCallback
 
-METRICS_VAR = "MLRECIPE_METRICS_FILE"
-
-
-def report_progress(step: int | None = None, total: int | None = None, **metrics: Any) -> None:
-    """Append one progress line to ``$MLRECIPE_METRICS_FILE`` (rank 0 only; nothing when the variable is unset)."""
-    path = os.environ.get(METRICS_VAR)
-    if not path or os.environ.get("RANK", "0") not in ("", "0"):
-        return
-    record: dict[str, Any] = {"time": round(time.time(), 3)}
-    if step is not None:
-        record["step"] = int(step)
-    if total:
-        record["total"] = int(total)
-    numbers = {}
-    for key, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if math.isfinite(float(value)):
-            numbers[key] = float(value)
-    if numbers:
-        record["metrics"] = numbers
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
-    except OSError as exc:  # progress is best effort: never stop a training for it
-        print(f"warning: cannot write {METRICS_VAR}={path}: {exc}", flush=True)
+from mlrecipe_scripts.core.progress import METRICS_VAR, report_progress
 
 
 class SaveOnBestMetricCallback(TrainerCallback):

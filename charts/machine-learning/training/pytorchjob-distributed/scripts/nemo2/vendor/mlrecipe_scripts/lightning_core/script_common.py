@@ -10,7 +10,8 @@ everything from their own ``*_common`` module.
   2), :func:`offline_defaults`, :func:`atomic_file`;
 * :func:`log`, quiet on ranks other than 0 once told so;
 * offline defaults and model sources that never download by default;
-* :func:`atomic_file`, ``$MLRECIPE_METRICS_FILE`` progress lines (:func:`report_progress`);
+* :func:`atomic_file`, ``$MLRECIPE_METRICS_FILE`` progress lines (:func:`report_progress`, from
+  :mod:`mlrecipe_scripts.core.progress`, the scripts' one writer);
 * the dataclass-driven CLI (:func:`add_flags`, :func:`nested_from_namespace`);
 * :func:`score`: the evaluators' metric (BERTScore F1, else the local token F1 and ROUGE-L F1).
 """
@@ -20,15 +21,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
-import time
 import types
 import typing
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mlrecipe_scripts.core.evaluation import bertscore_f1, local_scores
+from mlrecipe_scripts.core.progress import METRICS_VAR, report_progress
 from mlrecipe_scripts.core.script_core import (
     ScriptError,
     atomic_dir,
@@ -46,9 +46,6 @@ __all__ = [
     "in_hf_cache", "json_object", "local_only", "log", "model_id_parts", "nested_from_namespace", "offline_defaults",
     "quiet_unless_rank_zero", "report_progress", "run_main", "score", "short_error",
 ]
-
-METRICS_VAR = "MLRECIPE_METRICS_FILE"
-
 
 _QUIET = False
 
@@ -108,35 +105,6 @@ def check_model_source(path: str, flag: str, what: str = "model directory") -> s
 def model_id_parts(model_id: str) -> list[str]:
     """``Qwen/Qwen3-8B`` -> ``[Qwen, Qwen3-8B]`` (an absolute path becomes relative; ``..`` dropped)."""
     return [p for p in PurePosixPath(model_id).parts if p not in ("/", ".", "..", "")] or ["model"]
-
-
-def report_progress(step: int | None = None, total: int | None = None, **metrics: Any) -> None:
-    """Append ``{"time", "step", "total", "metrics"}`` to ``$MLRECIPE_METRICS_FILE`` (nothing when unset).
-
-    The caller makes sure only global rank 0 calls it.
-    """
-    path = os.environ.get(METRICS_VAR)
-    if not path:
-        return
-    record: dict[str, Any] = {"time": round(time.time(), 3)}
-    if step is not None:
-        record["step"] = int(step)
-    if total:
-        record["total"] = int(total)
-    numbers = {}
-    for key, value in metrics.items():
-        if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
-            value = value.item()
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(float(value)):
-            continue
-        numbers[key] = float(value)
-    if numbers:
-        record["metrics"] = numbers
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
-    except OSError as exc:  # best effort: never stop a run for it
-        log(f"warning: cannot write {METRICS_VAR}={path}: {exc}")
 
 
 # --------------------------------------------------------------------------------------------------------------
