@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mlrecipe.backends.slurm.options import SlurmOptions
 from mlrecipe.backends.slurm.remote import RemotePlan
 from mlrecipe.backends.slurm.transport import SshTarget, SshTransport, describe_ssh_failure
@@ -57,11 +59,11 @@ def test_local_paths_map_onto_remote_root() -> None:
 
 
 def test_an_sbatch_that_did_not_answer_is_never_submitted_again(monkeypatch) -> None:
-    """The runner retries transient submit errors; an sbatch that timed out may have queued its job, so it must
-    fail the step instead of being asked again (which would queue the job twice)."""
+    """The runner submits again after a transient error (runner/submit_retry.py); an sbatch that timed out may have
+    queued its job, so it fails the step with an error that is not transient instead (asking again would queue the
+    job twice)."""
     from mlrecipe.backends.slurm import scontrol
     from mlrecipe.errors import SlurmError, TransientBackendError
-    from mlrecipe.runner.submit_retry import submit_with_retry
 
     calls: list[list[str]] = []
 
@@ -71,10 +73,7 @@ def test_an_sbatch_that_did_not_answer_is_never_submitted_again(monkeypatch) -> 
             raise TransientBackendError("ssh login did not answer in 30s")
 
     monkeypatch.setattr(scontrol, "transport_for", lambda ssh, conf: SilentTransport())
-    try:
-        submit_with_retry(lambda: scontrol.sbatch("/r/job.sbatch"), sleep=lambda _s: None)
-    except SlurmError as exc:
-        assert "may have been queued" in str(exc)
-    else:
-        raise AssertionError("sbatch that did not answer returned a job id")
+    with pytest.raises(SlurmError, match="may have been queued") as failed:
+        scontrol.sbatch("/r/job.sbatch")
+    assert not isinstance(failed.value, TransientBackendError), "the runner must not submit it again"
     assert len(calls) == 1, calls

@@ -43,6 +43,7 @@ class World:
     cancelled: list[str] = field(default_factory=list)
     envs: dict[str, dict[str, str]] = field(default_factory=dict)
     tries: dict[str, int] = field(default_factory=dict)  #: submit calls per step (``busy``/``down`` count them)
+    calls: list[str] = field(default_factory=list)  #: every submit call's step, in order
     ids: Any = field(default_factory=lambda: itertools.count(1))
 
     def reset(self) -> None:
@@ -154,6 +155,7 @@ class FakeBackend(Backend[FakePlan, FakeHandle, FakeOptions]):
 
     def submit(self, plan: FakePlan, ctx: ReleaseContext) -> FakeRunning:
         WORLD.tries[plan.step] = WORLD.tries.get(plan.step, 0) + 1
+        WORLD.calls.append(plan.step)
         if plan.command == "refuse":
             raise BackendError("the fake cluster refused the job: quota exceeded")
         if plan.command == "down" or (plan.command == "busy" and WORLD.tries[plan.step] < 3):

@@ -20,8 +20,17 @@ from typing import Any
 
 from mlrecipe.backends.base import Backend, QueuesAhead, ReleaseContext, StepOutcome, StepState, sleep_until_readable
 from mlrecipe.config import release_dir
-from mlrecipe.errors import BackendError, DiskFullError, ExitCode, MlrecipeError, ReleaseBusyError, SpecIssue
+from mlrecipe.errors import (
+    BackendError,
+    DiskFullError,
+    ExitCode,
+    MlrecipeError,
+    ReleaseBusyError,
+    SpecIssue,
+    TransientBackendError,
+)
 from mlrecipe.nccl_network import efa_warning
+from mlrecipe.runner import submit_retry
 from mlrecipe.runner.active import ActiveStep
 from mlrecipe.runner.lock import driving
 from mlrecipe.runner.progress import Display
@@ -37,8 +46,8 @@ from mlrecipe.runner.state import (
     load_record,
 )
 from mlrecipe.runner.step_backends import AnyBackend, StepBackends
-from mlrecipe.runner.submit_retry import submit_with_retry
 from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
+from mlrecipe.spec.names import step_output_var
 
 TICK_SECONDS = 0.25  #: between two looks at the running steps; a step's process that exits wakes the runner at once
 
@@ -47,13 +56,12 @@ __all__ = ["ReleaseBusyError", "ReleaseRunner", "spec_from_inputs", "url_var"]
 
 def url_var(step: str) -> str:
     """The variable that carries a serving step's URL to later steps: ``MLRECIPE_<STEP>_URL``."""
-    return "MLRECIPE_" + step.upper().replace("-", "_") + "_URL"
+    return step_output_var(step, "url")
 
 
 def outputs_env(step: str, outputs: dict[str, str]) -> dict[str, str]:
     """The variables that carry a finished step's typed outputs to later steps: ``MLRECIPE_<STEP>_<NAME>``."""
-    prefix = "MLRECIPE_" + step.upper().replace("-", "_") + "_"
-    return {prefix + name.upper().replace("-", "_"): value for name, value in outputs.items()}
+    return {step_output_var(step, name): value for name, value in outputs.items()}
 
 
 def spec_from_inputs(inputs: dict[str, Any]) -> ReleaseSpec:
@@ -253,19 +261,37 @@ class ReleaseRunner:
                 blockers = ", ".join(sorted(needs & sched.stopped))
                 self.display.step_skipped(step.name, f"not run: it depends on {blockers}")
                 continue
-            if not needs <= sched.done:
+            if not needs <= sched.done or not sched.due(step.name):
                 continue
             sched.waiting.remove(step)
             if self._skip(step, record, env):
                 sched.done.add(step.name)
                 continue
-            started = self._start(step, record, env, self._upcoming(step, sched, record))
+            started: ActiveStep | StepOutcome
+            try:
+                started = self._start(step, record, env, self._upcoming(step, sched, record))
+            except TransientBackendError as exc:
+                failed = self._retry_later(sched, step, record.steps[step.name], exc)
+                if failed is None:
+                    continue
+                started = failed
             if isinstance(started, ActiveStep):
                 sched.active[step.name] = started
             elif self._finish(record, record.steps[step.name], started, 0.0):
                 sched.done.add(step.name)
             else:
                 sched.fail(step.name)
+
+    def _retry_later(self, sched: _Schedule, step: StepSpec, rec: StepRecord,
+                     exc: TransientBackendError) -> StepOutcome | None:
+        """Put ``step`` back among the waiting steps to be submitted again after the backoff (``None``), or, its
+        tries spent, the failed outcome of its submission."""
+        delay = sched.retry_later(step)
+        if delay is None:
+            return StepOutcome(StepState.FAILED, None, f"submission failed: {exc}")
+        rec.message = f"submitting again in {delay:g} s: {exc}"
+        self.display.say(f"note: step {step.name}: {exc}; submitting again in {delay:g} s")
+        return None
 
     def _upcoming(self, step: StepSpec, sched: _Schedule, record: ReleaseRecord) -> tuple[StepSpec, ...]:
         """The steps the runner will run after ``step`` on the same backend, up to one on another backend, for a
@@ -307,7 +333,8 @@ class ReleaseRunner:
 
     def _start(self, step: StepSpec, record: ReleaseRecord, env: dict[str, str],
                upcoming: tuple[StepSpec, ...]) -> ActiveStep | StepOutcome:
-        """Plan and submit ``step``; the running step, or the outcome of a step that could not start."""
+        """Plan and submit ``step``; the running step, or the outcome of a step that could not start. A transient
+        submission error propagates (the caller submits the step again later)."""
         impl = self.backends.of(step)
         ctx = self._step_context(impl, upcoming)
         rec = StepRecord(step.name, step.chart.name, StepState.RUNNING, step.content_hash, time.time())
@@ -322,7 +349,9 @@ class ReleaseRunner:
         where = "" if impl is self.backend else f" on {impl.name}"
         self.display.step_started(step.name, step.chart.name + where, plan.node_count)
         try:
-            running = submit_with_retry(lambda: impl.submit(plan, ctx))
+            running = impl.submit(plan, ctx)
+        except TransientBackendError:
+            raise  # the caller submits it again later (runner/submit_retry.py)
         except BackendError as exc:
             return StepOutcome(StepState.FAILED, None, f"submission failed: {exc}")
         running.keep_on_failure = self.keep_on_failure
@@ -435,6 +464,22 @@ class _Schedule:
     done: set[str] = field(default_factory=set)
     failed: list[str] = field(default_factory=list)
     stopped: set[str] = field(default_factory=set)
+    tries: dict[str, int] = field(default_factory=dict)  #: transient submission errors met so far, per step
+    not_before: dict[str, float] = field(default_factory=dict)  #: monotonic time of a step's next try
+
+    def due(self, name: str) -> bool:
+        """Whether ``name`` may be submitted now (it is not waiting out a backoff)."""
+        return self.not_before.get(name, 0.0) <= time.monotonic()
+
+    def retry_later(self, step: StepSpec) -> float | None:
+        """Count a transient submission error of ``step``; put it back among the waiting steps with its next try's
+        time, and return the delay, or ``None`` once its tries are spent."""
+        self.tries[step.name] = self.tries.get(step.name, 0) + 1
+        delay = submit_retry.retry_delay(self.tries[step.name])
+        if delay is not None:
+            self.waiting.insert(0, step)
+            self.not_before[step.name] = time.monotonic() + delay
+        return delay
 
     def fail(self, name: str) -> None:
         self.failed.append(name)
