@@ -4,8 +4,9 @@
     gpt/export_hf.py --import-hf HF_DIR --save CKPT_DIR [--iteration N] [--impl torch|megatron] [--tp N] [--te-names]
 
 Export reads the tracker's iteration (or ``--iteration``) of either of pretraining's implementations: the plain-torch
-GPT (CPU path) or megatron-core's ``GPTModel`` (``impl: megatron`` in this project's file, or Megatron's
-``mp_rank_NN/model_optim_rng.pt`` folders, tensor-parallel shards merged). It writes ``config.json``,
+GPT (CPU path) or megatron-core's ``GPTModel`` (``impl: megatron`` in this project's file, Megatron's
+``mp_rank_NN/model_optim_rng.pt`` folders with the tensor-parallel shards merged, or megatron-core's ``torch_dist``
+checkpoint: :mod:`.megatron_checkpoint`). It writes ``config.json``,
 ``model.safetensors`` (float32), ``generation_config.json``, the tokenizer the data was prepared with (the data
 manifest's ``tokenizer/`` folder, found through the checkpoint's ``--data-manifest`` / ``--data-path``, or
 ``--tokenizer-dir``) and ``mlrecipe_export.json`` (where it came from). The folder appears whole or not at all.
@@ -22,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mlrecipe_scripts.core.script_core import ScriptError, atomic_dir, log, offline_defaults, run_main
+from mlrecipe_scripts.core.script_core import ScriptError, atomic_dir, atomic_file, log, offline_defaults, run_main
 
 WEIGHTS = "model.safetensors"
 PROVENANCE = "mlrecipe_export.json"
@@ -232,10 +233,12 @@ def import_hf(source: Path, save: Path, iteration: int | None, impl: str, tp: in
             shards = [{renames.get(k, k): v for k, v in shard.items()} for shard in shards]
         if tp > 1:
             folder = checkpoint.folder(save, iteration)
-            for rank, shard in enumerate(shards):
-                (folder / f"mp_rank_{rank:02d}").mkdir(parents=True, exist_ok=True)
-                torch.save({**state, "model": shard}, folder / f"mp_rank_{rank:02d}" / checkpoint.FILE)
-            (save / checkpoint.TRACKER).write_text(f"{iteration}\n")
+            with atomic_dir(folder) as tmp:
+                for rank, shard in enumerate(shards):
+                    (tmp / f"mp_rank_{rank:02d}").mkdir()
+                    torch.save({**state, "model": shard}, tmp / f"mp_rank_{rank:02d}" / checkpoint.FILE)
+            with atomic_file(save / checkpoint.TRACKER) as tracker:
+                tracker.write_text(f"{iteration}\n")
             log(f"imported {source} into {folder} ({tp} tensor-parallel shards)")
             return folder
         state["model"] = shards[0]
@@ -253,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--import-hf needs --save")
         if args.tp < 1:
             parser.error("--tp must be positive")
+        if args.impl == "torch" and (args.tp > 1 or args.te_names):
+            parser.error("--tp and --te-names are for --impl megatron")
         import_hf(Path(args.import_hf), Path(args.save), args.iteration, args.impl, args.tp, args.te_names)
         return 0
     if not (args.load and args.output):
