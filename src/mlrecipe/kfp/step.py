@@ -22,7 +22,7 @@ from typing import Any
 
 from mlrecipe.backends.kubernetes import ENV_PATHS
 from mlrecipe.errors import BackendError, UserError
-from mlrecipe.kfp.tasks import outputs_prefix
+from mlrecipe.spec.names import step_output_var
 
 
 def with_credentials(values: dict[str, Any], names: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
@@ -53,8 +53,7 @@ def install_argv(release: str, namespace: str, chart: str, values_file: str, bac
 
 def inputs_env(source: str, outputs: Mapping[str, str]) -> dict[str, str]:
     """The variables that carry ``source``'s typed outputs into a step: ``MLRECIPE_<SOURCE>_<NAME>``."""
-    prefix = outputs_prefix(source)
-    return {prefix + name.upper(): value for name, value in outputs.items() if value}
+    return {step_output_var(source, name): value for name, value in outputs.items() if value}
 
 
 def with_model_data(values: dict[str, Any], source: str, model_artifacts: str) -> dict[str, Any]:

@@ -18,7 +18,6 @@ attempt: a retried task plans the same job names and tags, so the backend adopts
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ from mlrecipe.backends.kubernetes import ENV_PATHS, lift_ray_env_vars, split_val
 from mlrecipe.errors import SecretConflictError
 from mlrecipe.spec.errors import SpecError, SpecIssue
 from mlrecipe.spec.load import ReleaseSpec, StepSpec
+from mlrecipe.spec.names import step_output_var, step_outputs_prefix
 
 
 @dataclass(frozen=True)
@@ -104,11 +104,6 @@ TYPED_OUTPUTS = TRAINING_OUTPUTS + ENDPOINT_OUTPUTS
 ENDPOINT_CHART = "serving/sagemaker-endpoint"
 
 
-def outputs_prefix(step: str) -> str:
-    """The prefix of the variables carrying ``step``'s typed outputs: ``MLRECIPE_<STEP>_``."""
-    return "MLRECIPE_" + re.sub(r"[^A-Za-z0-9]", "_", step).upper() + "_"
-
-
 def _outputs_of(step: StepSpec) -> tuple[str, ...]:
     if step.backend != "sagemaker":
         return ()
@@ -123,8 +118,8 @@ def _inputs(step: StepSpec, values: dict[str, Any], producers: dict[str, tuple[s
     block = step.recipe.sagemaker
     out: dict[str, str] = {}
     for source, outputs in producers.items():
-        prefix = outputs_prefix(source)
-        named = [name for name in outputs if prefix + name.upper() in text]
+        prefix = step_outputs_prefix(source)
+        named = [name for name in outputs if step_output_var(source, name) in text]
         if block is not None and block.model_from == source:
             named += [name for name in TRAINING_OUTPUTS if name in outputs]
         out.update(dict.fromkeys(named or (outputs if prefix in text else ()), source))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from string import Template
@@ -31,6 +30,7 @@ from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.backends.sagemaker.request import image_mismatch, instance_type
 from mlrecipe.errors import BackendError, SpecIssue
 from mlrecipe.spec.load import StepSpec
+from mlrecipe.spec.names import step_output_var
 
 #: The calls of an endpoint step, in the order they are made.
 CALLS = ("create_model", "create_endpoint_config", "create_endpoint")
@@ -46,7 +46,7 @@ VARIANT = "AllTraffic"
 
 def artifacts_var(step: str) -> str:
     """The variable that carries ``step``'s model archive: ``MLRECIPE_<STEP>_MODEL_ARTIFACTS``."""
-    return "MLRECIPE_" + re.sub(r"[^A-Za-z0-9]", "_", step).upper() + "_MODEL_ARTIFACTS"
+    return step_output_var(step, "model_artifacts")
 
 
 def invoke_url(region: str | None, endpoint: str) -> str:
