@@ -4,7 +4,6 @@ the file and line; ordinary anchors and aliases in a recipe still work."""
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from mlrecipe.spec.yamlfile import MAX_BYTES, MAX_DEPTH, MAX_NODES, load_yaml, p
 from tests.repo import BIN, cli_env
 
 CHART = "training/pytorchjob-distributed"
-FAST = 5.0  # seconds for a whole CLI run (interpreter start included); the check itself takes milliseconds
+WAIT_LIMIT = 60  # seconds: bounds the wait for a CLI run, never asserts its speed
 
 
 def _billion_laughs() -> str:
@@ -25,20 +24,19 @@ def _billion_laughs() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _validate(path: Path, home: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    start = time.monotonic()
-    result = subprocess.run([str(BIN / "mlrecipe"), "validate", str(path), *args], capture_output=True,
-                            text=True, env=cli_env(home), timeout=60, check=False)
-    return result, time.monotonic() - start
+def _validate(path: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mlrecipe validate``; the timeout only bounds the wait (the refusal message shows that the loader stopped
+    before expanding: the speed itself is ``benchmarks/``' business, not a test's)."""
+    return subprocess.run([str(BIN / "mlrecipe"), "validate", str(path), *args], capture_output=True,
+                          text=True, env=cli_env(home), timeout=WAIT_LIMIT, check=False)
 
 
 @pytest.mark.integration
 def test_billion_laughs_refused_fast_by_the_cli(tmp_path: Path) -> None:
     bomb = tmp_path / "laughs.yaml"
     bomb.write_text(_billion_laughs())
-    result, elapsed = _validate(bomb, tmp_path / "home")
+    result = _validate(bomb, tmp_path / "home")
     assert result.returncode == 2, result.stderr
-    assert elapsed < FAST, f"took {elapsed:.1f}s"
     assert f"{bomb}:7: a6: YAML document refused: aliases expand to more than {MAX_NODES:,} nodes" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -50,8 +48,8 @@ def test_alias_bomb_inside_a_pipeline_recipe_is_refused(tmp_path: Path) -> None:
     recipe.write_text("train:\n  command: [python3]\nkueue:\n" + body)
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(f"release: r\nsteps:\n  - name: a\n    chart: {CHART}\n    recipe: recipe.yaml\n")
-    result, elapsed = _validate(pipeline, tmp_path / "home")
-    assert result.returncode == 2 and elapsed < FAST
+    result = _validate(pipeline, tmp_path / "home")
+    assert result.returncode == 2
     assert f"{recipe}:10: kueue.a6: YAML document refused: aliases expand" in result.stderr
 
 
@@ -59,8 +57,8 @@ def test_alias_bomb_inside_a_pipeline_recipe_is_refused(tmp_path: Path) -> None:
 def test_deep_nesting_refused_fast_by_the_cli(tmp_path: Path) -> None:
     deep = tmp_path / "deep.yaml"
     deep.write_text("train:\n  args: " + "[" * 100_000 + "]" * 100_000 + "\n")
-    result, elapsed = _validate(deep, tmp_path / "home", "-c", CHART)
-    assert result.returncode == 2 and elapsed < FAST, result.stderr
+    result = _validate(deep, tmp_path / "home", "-c", CHART)
+    assert result.returncode == 2, result.stderr
     assert f"{deep}:2: YAML document refused: nesting deeper than {MAX_DEPTH} levels" in result.stderr
     assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
 
@@ -95,8 +93,8 @@ def test_huge_file_refused_fast_by_the_cli(tmp_path: Path) -> None:
     huge = tmp_path / "huge.yaml"
     line = "# " + "x" * 98 + "\n"
     huge.write_text("train:\n  command: [python3]\n" + line * (MAX_BYTES // len(line) + 10))
-    result, elapsed = _validate(huge, tmp_path / "home", "-c", CHART)
-    assert result.returncode == 2 and elapsed < FAST, result.stderr
+    result = _validate(huge, tmp_path / "home", "-c", CHART)
+    assert result.returncode == 2, result.stderr
     size = huge.stat().st_size
     assert f"{huge}: YAML document refused: file too large ({size:,} bytes; the limit is {MAX_BYTES:,})" \
         in result.stderr
@@ -154,9 +152,9 @@ def test_ordinary_aliases_still_work(tmp_path: Path) -> None:
         f"  - name: b\n    chart: {CHART}\n    recipe: recipe.yaml\n    values: *values\n"
         "    depends_on: a\n"
     )
-    result, elapsed = _validate(pipeline, tmp_path / "home")
+    result = _validate(pipeline, tmp_path / "home")
     assert result.returncode == 0, result.stderr
-    assert "valid (2 step(s): a, b)" in result.stdout and elapsed < FAST
+    assert "valid (2 step(s): a, b)" in result.stdout
 
 
 def test_duplicate_keys_still_reported_with_their_line() -> None:
@@ -174,8 +172,6 @@ def test_doctor_and_values_files_use_the_hardened_loader(tmp_path: Path) -> None
     bomb.write_text(_billion_laughs())
     with pytest.raises(SpecError):
         load_values_file(bomb)
-    start = time.monotonic()
     result = subprocess.run([str(BIN / "mlrecipe"), "doctor", "-f", str(bomb)], capture_output=True, text=True,
-                            env=cli_env(tmp_path / "home"), timeout=60, check=False)
+                            env=cli_env(tmp_path / "home"), timeout=WAIT_LIMIT, check=False)
     assert result.returncode == 2 and "YAML document refused" in result.stderr
-    assert time.monotonic() - start < FAST

