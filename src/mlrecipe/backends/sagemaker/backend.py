@@ -3,11 +3,11 @@
 
 The plan is the typed request (:mod:`.request`, :mod:`.endpoint`; both built of :mod:`.parts`), checked against
 botocore's service model before anything is uploaded (:mod:`.validate`). Each kind of step has its own path, plan
-and handle (:mod:`.training_steps`, :mod:`.endpoint_steps`): ``submit``, cancel, status and debug records go to the
-path the plan or handle names. A re-run, ``resume`` or a retried submission finds the step's job or endpoint by its
-tags and adopts it, never creating it twice. The job's statuses map onto step states in one table
-(:mod:`.status`). ``mode: local`` talks to the local mode's client, which offers the same calls and answers; every
-client comes from one :class:`~.client.ClientProvider`.
+and handle (:mod:`.training_steps`, :mod:`.endpoint_steps`): the step's kind picks its path, which makes its plan;
+``submit``, cancel, status and debug records go to the path the plan or handle names. A re-run, ``resume`` or a
+retried submission finds the step's job or endpoint by its tags and adopts it, never creating it twice. The job's
+statuses map onto step states in one table (:mod:`.status`). ``mode: local`` talks to the local mode's client, which
+offers the same calls and answers; every client comes from one :class:`~.client.ClientProvider`.
 """
 
 from __future__ import annotations
@@ -29,15 +29,14 @@ from mlrecipe.backends.base import (
 )
 from mlrecipe.backends.sagemaker import tagged
 from mlrecipe.backends.sagemaker.client import sdk_region
-from mlrecipe.backends.sagemaker.endpoint import EndpointPlan, build_endpoint
+from mlrecipe.backends.sagemaker.endpoint import EndpointPlan
 from mlrecipe.backends.sagemaker.endpoint_steps import EndpointSteps
 from mlrecipe.backends.sagemaker.handle import EndpointHandle, SageMakerHandle, TrainingJobHandle, load_handle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.backends.sagemaker.paths import HANDLE_FILE, Access, StepPath
 from mlrecipe.backends.sagemaker.plan import TrainingJobPlan
-from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request
 from mlrecipe.backends.sagemaker.training_steps import TrainingSteps
-from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, issues_of
+from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE
 from mlrecipe.errors import BackendError, MlrecipeError, SpecError, SpecIssue
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
@@ -100,42 +99,20 @@ class SageMakerBackend(AdoptsSubmitted, RemovesByRelease, CollectsDebugRecords,
         if capability:
             return issues_at_chart(step, capability)
         ctx = ReleaseContext("release", "default", self.name, Path("/nonexistent"))
-        if step.chart.kind is StepKind.ENDPOINT:
-            return self._endpoint_issues(step, ctx)[1]
-        return self._issues(step, build_request(step, ctx, self.options))
+        return self._path_of(step).plan(step, ctx, None, self._option_issues())[1]
 
-    def _endpoint_issues(self, step: StepSpec, ctx: ReleaseContext,
-                         env: dict[str, str] | None = None) -> tuple[EndpointPlan, list[SpecIssue]]:
-        plan, found = build_endpoint(step, ctx, self.options, env)
-        missing = [i for i in self._option_issues() if i.path != "s3_prefix"]  # an endpoint uploads nothing
-        return plan, missing + found
-
-    def _issues(self, step: StepSpec, request: TrainingRequest) -> list[SpecIssue]:
-        """Missing options, then the request's problems (those of a missing option said once)."""
-        missing = self._option_issues()
-        said = {i.path for i in missing}
-        found = issues_of(step, request, local=self.options.mode == "local")
-        if not request.job.image:
-            found.insert(0, step.issue("image", "required on the sagemaker backend: an image SageMaker can pull (an "
-                                       "ECR URI), or map the recipe's image with "
-                                       "-B sagemaker.images.<image>=<ECR URI>"))
-        return missing + [i for i in found if not (i.file == OPTION_SOURCE and i.path in said)]
+    def _path_of(self, step: StepSpec) -> StepPath[Any, Any]:
+        """An endpoint step's path, or the training path of every other step."""
+        return self.endpoints if step.chart.kind is StepKind.ENDPOINT else self.training
 
     def plan(self, step: StepSpec, ctx: ReleaseContext,
              env: dict[str, str] | None = None) -> TrainingJobPlan | EndpointPlan:
-        if step.chart.kind is StepKind.ENDPOINT:
-            endpoint, issues = self._endpoint_issues(step, ctx, env)
-            if issues:
-                raise SpecError(issues)
-            return endpoint
-        request = build_request(step, ctx, self.options, env)
-        issues = self._issues(step, request)
+        """The step's path makes its plan (:meth:`.training_steps.TrainingSteps.plan`,
+        :meth:`.endpoint_steps.EndpointSteps.plan`); any problem stops it here."""
+        plan, issues = self._path_of(step).plan(step, ctx, env, self._option_issues())
         if issues:
             raise SpecError(issues)
-        return TrainingJobPlan(
-            step=step.name, chart=step.chart.name, request=request.job, program=request.program,
-            job_prefix=request.job.training_job_name.rpartition("-")[0], digest=request.digest,
-            step_dir=ctx.step_dir(step.name), notes=request.notes, local_file_systems=request.local_file_systems)
+        return plan
 
     def submit(self, plan: TrainingJobPlan | EndpointPlan, ctx: ReleaseContext) -> RunningStep[Any]:
         """The plan's path submits it (:meth:`.training_steps.TrainingSteps.submit`,

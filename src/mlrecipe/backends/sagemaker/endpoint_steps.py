@@ -11,13 +11,15 @@ from mlrecipe.backends.sagemaker import debug
 from mlrecipe.backends.sagemaker.endpoint import (
     EndpointPlan,
     EndpointRunningStep,
+    build_endpoint,
     create_endpoint,
     delete_endpoint,
     describe_endpoint,
 )
 from mlrecipe.backends.sagemaker.handle import EndpointHandle
 from mlrecipe.backends.sagemaker.paths import Access
-from mlrecipe.errors import BackendError
+from mlrecipe.errors import BackendError, SpecIssue
+from mlrecipe.spec.load import StepSpec
 
 
 class EndpointSteps:
@@ -25,6 +27,13 @@ class EndpointSteps:
 
     def __init__(self, access: Access) -> None:
         self.access = access
+
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None,
+             option_issues: list[SpecIssue]) -> tuple[EndpointPlan, list[SpecIssue]]:
+        """The Model, EndpointConfig and Endpoint requests of ``step`` and their problems, after the missing options
+        (but ``s3_prefix``: an endpoint uploads nothing)."""
+        plan, found = build_endpoint(step, ctx, self.access.options, env)
+        return plan, [i for i in option_issues if i.path != "s3_prefix"] + found
 
     def submit(self, plan: EndpointPlan, ctx: ReleaseContext) -> EndpointRunningStep:
         """Adopt the step's live endpoint or create its model, config and endpoint (the handle is written first:

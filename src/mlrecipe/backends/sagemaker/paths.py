@@ -12,14 +12,20 @@ from mlrecipe.backends.base import DebugRecord, ReleaseContext, RunningStep
 from mlrecipe.backends.sagemaker.client import ClientProvider
 from mlrecipe.backends.sagemaker.handle import SageMakerHandle
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
+from mlrecipe.errors import SpecIssue
+from mlrecipe.spec.load import StepSpec
 
 HANDLE_FILE = "sagemaker-job.json"
-PlanT = TypeVar("PlanT", contravariant=True)
+PlanT = TypeVar("PlanT")
 HandleT = TypeVar("HandleT", bound=SageMakerHandle, contravariant=True)
 
 
 class StepPath(Protocol[PlanT, HandleT]):
     """What the backend asks of a step's path."""
+
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None,
+             option_issues: list[SpecIssue]) -> tuple[PlanT, list[SpecIssue]]:
+        """The step's plan and every problem of it, the backend's ``option_issues`` (those the path needs) first."""
 
     def submit(self, plan: PlanT, ctx: ReleaseContext) -> RunningStep[Any]:
         """Adopt what a re-run finds of the plan, or create it."""

@@ -18,8 +18,11 @@ from mlrecipe.backends.sagemaker.handle import TrainingJobHandle
 from mlrecipe.backends.sagemaker.logs import fetch_stream
 from mlrecipe.backends.sagemaker.paths import Access
 from mlrecipe.backends.sagemaker.plan import TrainingJobPlan
-from mlrecipe.backends.sagemaker.request import register_local_file_system
+from mlrecipe.backends.sagemaker.request import TrainingRequest, build_request, register_local_file_system
 from mlrecipe.backends.sagemaker.running import SageMakerRunningStep, stop_job
+from mlrecipe.backends.sagemaker.validate import OPTION_SOURCE, issues_of
+from mlrecipe.errors import SpecIssue
+from mlrecipe.spec.load import StepSpec
 
 LOCAL_FILE_SYSTEMS = "file-systems"  #: under the local mode's root: its file systems (LocalSageMakerClient's default)
 #: Jobs that a re-run adopts (the same plan, running or done); a failed or stopped one gets a new attempt.
@@ -32,6 +35,25 @@ class TrainingSteps:
     def __init__(self, access: Access) -> None:
         self.access = access
         self._arns: dict[str, str] = {}
+
+    def plan(self, step: StepSpec, ctx: ReleaseContext, env: dict[str, str] | None,
+             option_issues: list[SpecIssue]) -> tuple[TrainingJobPlan, list[SpecIssue]]:
+        """The ``create_training_job`` request of ``step``, and the missing options, then the request's problems as
+        the service would find them (those of a missing option said once)."""
+        request = build_request(step, ctx, self.access.options, env)
+        plan = TrainingJobPlan(
+            step=step.name, chart=step.chart.name, request=request.job, program=request.program,
+            job_prefix=request.job.training_job_name.rpartition("-")[0], digest=request.digest,
+            step_dir=ctx.step_dir(step.name), notes=request.notes, local_file_systems=request.local_file_systems)
+        return plan, option_issues + self._request_issues(step, request, {i.path for i in option_issues})
+
+    def _request_issues(self, step: StepSpec, request: TrainingRequest, said: set[str]) -> list[SpecIssue]:
+        found = issues_of(step, request, local=self.access.options.mode == "local")
+        if not request.job.image:
+            found.insert(0, step.issue("image", "required on the sagemaker backend: an image SageMaker can pull (an "
+                                       "ECR URI), or map the recipe's image with "
+                                       "-B sagemaker.images.<image>=<ECR URI>"))
+        return [i for i in found if not (i.file == OPTION_SOURCE and i.path in said)]
 
     def submit(self, plan: TrainingJobPlan, ctx: ReleaseContext) -> SageMakerRunningStep:
         """Adopt the step's job or create the next attempt. A transient error reaches the runner, which submits again
