@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import psutil
@@ -33,12 +32,10 @@ def test_a_timeout_kills_a_rank_in_its_own_session_and_returns(tmp_path: Path) -
             outcome.append(exc)
 
     worker = threading.Thread(target=call, daemon=True)
-    start = time.monotonic()
     worker.start()
     worker.join(90)
     assert not worker.is_alive(), "the helper never returned: a process it started still holds its pipes"
     assert len(outcome) == 1 and isinstance(outcome[0], subprocess.TimeoutExpired)
-    assert time.monotonic() - start < 60
     left = []
     for proc in psutil.process_iter(["pid"]):
         try:

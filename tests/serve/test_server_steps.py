@@ -4,7 +4,6 @@ later steps, servers outliving the CLI, readiness timeout with the last log line
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import httpx
@@ -65,10 +64,8 @@ def test_server_step_url_reaches_later_steps_and_outlives_the_cli(tmp_path: Path
 def test_readiness_timeout_fails_with_the_last_log_lines(tmp_path: Path) -> None:
     home = tmp_path / "mlhome"
     recipe = write(tmp_path / "never.yaml", NEVER_READY_RECIPE)
-    started = time.monotonic()
     result = run_cli(home, "install", "never", "serving/generic-server", "-f", str(recipe), timeout=60)
     assert result.returncode == 1, result.stdout
-    assert time.monotonic() - started < 30
     assert "was not ready after" in result.stdout and "/health" in result.stdout
     assert "loading weights..." in result.stdout  # the server's last log lines
     assert release_processes("never", home) == []
