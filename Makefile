@@ -51,7 +51,7 @@ help:
 	@echo "make kfp-env     create .venv-kfp (mlrecipe[kfp]) for mlrecipe compile kfp and its tests"
 	@echo "make bench-serving  serving throughput/latency: mlrecipe.serve vs vllm serve vs a naive engine"
 	@echo "make golden      refresh golden files (review the diff)"
-	@echo "make kubelet-scenarios  every covered chart's ci scenario and the vLLM server through tests/kubelet (root)"
+	@echo "make kubelet-scenarios  every covered chart's ci scenario, the vLLM server and the framework examples' EKS pipelines through tests/kubelet (root)"
 	@echo "make scripts     regenerate the charts' framework-script trees from src/mlrecipe_scripts"
 	@echo "make docs        regenerate docs/reference/ (CLI and backend options) from the code"
 
@@ -211,10 +211,11 @@ bench: venv
 bench-serving: venv serve-env
 	$(BIN)/python benchmarks/bench_serving.py --serve-env $(SERVE_VENV)
 
-# Every ci/ scenario of the charts whose kinds tests/kubelet covers, with tiny CPU stand-ins, and the vLLM server,
-# run as the kubelet and the operators would (as root); `make test` runs one scenario per kind (tests/kubelet_runs).
+# Every ci/ scenario of the charts whose kinds tests/kubelet covers, with tiny CPU stand-ins, the vLLM server, and the
+# framework examples' EKS pipelines step by step, run as the kubelet and the operators would (as root); `make test`
+# runs one scenario per kind (tests/kubelet_runs).
 kubelet-scenarios: venv serve-env system-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/kubelet_runs/more_scenarios.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/kubelet_runs/more_scenarios.py tests/kubelet_runs/eks_examples.py
 
 golden: venv
 	$(BIN)/python -m pytest -q tests -k golden --update-golden
