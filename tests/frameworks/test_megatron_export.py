@@ -2,8 +2,9 @@
 transformers loads with the data's tokenizer, with the same logits as pretraining's own model on held-out samples,
 the same perplexity as ``gpt/evaluate.py``, export -> import -> export bit for bit (also as megatron-core
 tensor-parallel shards), megatron-core's own ``GPTModel`` (run on CPU; this project's file and megatron-core's
-torch_dist save) exported with the same logits, and greedy decoding through a served vLLM endpoint token-identical
-to transformers' ``generate``.
+torch_dist save) exported with the same logits. Greedy decoding of the export through a served vLLM endpoint,
+token-identical to transformers' ``generate``, is the megatron example's client step
+(tests/integration/test_megatron_example.py: one vLLM start proves it).
 
 One module-scoped run pays for the data: a BPE tokenizer trained on the sample corpus, ``data/prepare.py`` on one
 JSONL file, 60 steps of the chart tree's ``gpt/pretrain.py`` (CPU, plain-torch GPT), one export.
@@ -18,7 +19,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.frameworks.megatron_data import PREPARE, clean_env
@@ -29,7 +29,6 @@ EXPORT = PRETRAIN.parent / "export_hf.py"
 EVALUATE = PRETRAIN.parent / "evaluate.py"
 REPO = Path(__file__).resolve().parents[2]
 SHAPE = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "2", "--seq-length", "64"]
-PROMPTS = ["The return statement", "A list is", "Raise an exception when", "import sys\n"]
 
 
 @dataclass(frozen=True)
@@ -254,39 +253,3 @@ def test_bad_input_is_one_error_line(trained: Trained, tmp_path: Path) -> None:
     assert not (tmp_path / "ckpt").exists()
     out = _run(EXPORT, "--output", str(tmp_path / "hf"))
     assert out.returncode == 2 and "give --load and --output" in out.stderr
-
-
-@pytest.mark.slow
-def test_greedy_decoding_through_served_vllm_equals_transformers_generate(trained: Trained, tmp_path: Path) -> None:
-    from tests.serve.serving import has_serve_env, start_server, stop_server
-
-    if not has_serve_env():
-        pytest.skip("no serving environment with vLLM (make serve-env)")
-    import torch
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(trained.hf))
-    model = _hf_model(trained.hf)
-    expected = {}
-    with torch.no_grad():
-        for prompt in PROMPTS:
-            ids = tok(prompt, return_tensors="pt")["input_ids"]
-            out = model.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=tok.eos_token_id)
-            expected[prompt] = (ids[0].tolist(), _until_eos(out[0, ids.shape[1]:].tolist(), tok.eos_token_id))
-    proc, url = start_server(trained.hf, "gpt", tmp_path / "vllm.log", "vllm", "--dtype", "float32",
-                             "--max-model-len", "64")
-    try:
-        for prompt in PROMPTS:
-            reply = httpx.post(url + "/v1/completions", timeout=120, json={
-                "model": "gpt", "prompt": prompt, "max_tokens": 16, "temperature": 0, "return_token_ids": True})
-            assert reply.status_code == 200, reply.text
-            choice = reply.json()["choices"][0]
-            assert choice["prompt_token_ids"] == expected[prompt][0], prompt
-            assert _until_eos(choice["token_ids"], tok.eos_token_id) == expected[prompt][1], (prompt, choice["text"])
-            assert len(expected[prompt][1]) >= 4, "a prompt that decodes a few tokens before any end of document"
-    finally:
-        stop_server(proc)
-
-
-def _until_eos(ids: list[int], eos: int) -> list[int]:
-    return ids[:ids.index(eos) + 1] if eos in ids else ids
