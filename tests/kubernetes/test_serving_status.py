@@ -6,7 +6,6 @@ controllers write them), and the cluster calls are replaced by functions returni
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ def test_server_ready(obj: dict[str, Any], ready: bool) -> None:
     assert status.server_ready(obj) is ready
 
 
-def test_triton_step_reports_its_service_url_once_ready(mlhome: Path) -> None:
+def test_triton_step_reports_its_service_url_once_ready(mlhome: Path, poll_clock: list[float]) -> None:
     inputs = {"kind": "pipeline", "path": str(EXAMPLES / "eks" / "serving" / "pipeline.yaml"), "sets": []}
     state = {"obj": deployment(0)}
     runner = ReleaseRunner(spec_from_inputs(inputs), get_backend("kubernetes", {"poll_seconds": 0.001}), inputs,
@@ -53,7 +52,7 @@ def test_triton_step_reports_its_service_url_once_ready(mlhome: Path) -> None:
     assert running.handle.kind == "Deployment"
     assert running.poll() is None and running.ready_url() is None
     state["obj"] = deployment(1)
-    time.sleep(0.01)
+    poll_clock[0] += 1  # a poll period (0.001 s) later
     assert running.poll() is None
     url = running.ready_url()
     assert url is not None and url.startswith("http://") and ".kubeflow-user-example-com.svc.cluster.local:" in url

@@ -6,7 +6,6 @@ objects under ``fixtures/`` and recording install/uninstall calls.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ def _runner(**options: Any) -> ReleaseRunner:
     return ReleaseRunner(spec_from_inputs(INPUTS), get_backend("kubernetes", options), INPUTS, QuietDisplay())
 
 
-def test_submit_poll_cancel(mlhome: Path) -> None:
+def test_submit_poll_cancel(mlhome: Path, poll_clock: list[float]) -> None:
     state = {"job": load("pytorchjob-running")}
     fake = FakeCluster(lambda: state["job"], lambda: load("pods-oomkilled")["items"], lambda name: f"log of {name}\n")
     runner = _runner(poll_seconds=0.001)
@@ -49,7 +48,7 @@ def test_submit_poll_cancel(mlhome: Path) -> None:
     assert backend.log_path(ctx, step.name, 1).read_text() == "log of pytorchjob-raw-ddp-worker-0\n"
 
     state["job"] = load("pytorchjob-failed")
-    time.sleep(0.01)
+    poll_clock[0] += 1  # a poll period (0.001 s) later
     outcome = running.poll()
     assert outcome is not None and outcome.state is StepState.FAILED and "OOMKilled" in outcome.message
     running.cancel()

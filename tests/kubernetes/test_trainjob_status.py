@@ -7,7 +7,6 @@ returns them (Trainer v2.3.0's condition types and reasons), the client is a :cl
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +55,7 @@ def test_trainjob_conditions_map_through_the_state_table(fixture: str, state: St
     assert status.KUBERNETES_STATES["Suspended"] is StepState.PENDING
 
 
-def test_a_v2_step_follows_its_jobset_pods(mlhome: Path) -> None:
+def test_a_v2_step_follows_its_jobset_pods(mlhome: Path, poll_clock: list[float]) -> None:
     state = {"job": load("trainjob-running")}
     fake = ServingCrds(set(), workload=lambda: state["job"], pods=lambda: load("pods-trainjob-oomkilled")["items"],
                        logs=lambda name: f"log of {name}\n")
@@ -70,7 +69,7 @@ def test_a_v2_step_follows_its_jobset_pods(mlhome: Path) -> None:
     assert running.poll() is None
     assert backend.log_path(ctx, step.name, 1).read_text() == "log of trainjob-raw-ddp-node-0-1-x1k2p\n"
     state["job"] = load("trainjob-failed")
-    time.sleep(0.01)
+    poll_clock[0] += 1  # a poll period (0.001 s) later
     outcome = running.poll()
     assert outcome is not None and outcome.state is StepState.FAILED
     assert outcome.failed_rank == 1 and outcome.exit_code == 137 and "OOMKilled" in outcome.message
