@@ -24,7 +24,8 @@ def test_file_numbers_parse_like_the_data_step() -> None:
 
 def test_the_example_blend_matches_its_data_step() -> None:
     spec = load_pipeline(EXAMPLE / "pipeline.yaml")
-    assert [s.name for s in spec.steps] == ["corpus", "shards", "data", "pretrain", "evaluate"]
+    assert [s.name for s in spec.steps] == ["corpus", "shards", "data", "pretrain", "evaluate", "export", "serve",
+                                            "client"]
 
 
 @pytest.mark.parametrize(("numbers", "missing"), [("0-2", "pile_03_text_document"),
@@ -72,4 +73,4 @@ def test_validate_cli_exits_2_with_one_located_error(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "pretrain.yaml:32: train.args[0]: --data-path names pile_03_text_document" in errors[0]
+    assert len(errors) == 1 and "pretrain.yaml:33: train.args[0]: --data-path names pile_03_text_document" in errors[0]
