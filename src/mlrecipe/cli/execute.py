@@ -73,14 +73,16 @@ def run_inputs(inputs: dict[str, Any], backend: str | None, opts: list[str], dry
     lifecycle.skip_pydantic_plugins()
     from mlrecipe.runner.progress import make_display
     from mlrecipe.runner.recorded_inputs import with_backend_opts
-    from mlrecipe.runner.release import ReleaseRunner, spec_from_inputs
+    from mlrecipe.runner.release import ReleaseRunner
+    from mlrecipe.runner.release_inputs import InstallInputs, release_inputs
     from mlrecipe.runner.state import load_record
 
     inputs = with_backend_opts(inputs, opts)
     try:
-        spec = spec_from_inputs(inputs)
-        if inputs["kind"] == "install" and inputs.get("namespace"):
-            spec = type(spec)(spec.release, inputs["namespace"], spec.steps, spec.backend, spec.source)
+        given = release_inputs(inputs)
+        spec = given.load()
+        if isinstance(given, InstallInputs) and given.namespace:
+            spec = type(spec)(spec.release, given.namespace, spec.steps, spec.backend, spec.source)
         impl, others = _backends(backend, spec.backend, opts, spec.backend_at)
         runner = ReleaseRunner(spec, impl, inputs, make_display("json" if dry_run else out), force=force,
                                max_parallel=max_parallel, keep_going=keep_going, backend_options=others,

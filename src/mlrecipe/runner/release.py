@@ -35,6 +35,7 @@ from mlrecipe.runner.active import ActiveStep
 from mlrecipe.runner.lock import driving
 from mlrecipe.runner.progress import Display
 from mlrecipe.runner.recorded_inputs import redact
+from mlrecipe.runner.release_inputs import release_inputs
 from mlrecipe.runner.state import (
     DISK_FULL,
     STATE_FILE,
@@ -46,7 +47,7 @@ from mlrecipe.runner.state import (
     load_record,
 )
 from mlrecipe.runner.step_backends import AnyBackend, StepBackends
-from mlrecipe.spec.load import ReleaseSpec, StepSpec, load_pipeline, load_step_release
+from mlrecipe.spec.load import ReleaseSpec, StepSpec
 from mlrecipe.spec.names import step_output_var
 
 TICK_SECONDS = 0.25  #: between two looks at the running steps; a step's process that exits wakes the runner at once
@@ -66,12 +67,7 @@ def outputs_env(step: str, outputs: dict[str, str]) -> dict[str, str]:
 
 def spec_from_inputs(inputs: dict[str, Any]) -> ReleaseSpec:
     """Rebuild a release spec from the inputs recorded in its state (for ``resume``)."""
-    if inputs["kind"] == "pipeline":
-        return load_pipeline(inputs["path"], inputs.get("sets") or [])
-    return load_step_release(
-        inputs["release"], inputs["chart"], inputs["files"], inputs.get("sets") or [], inputs["namespace"],
-        shown_files=inputs.get("given"),
-    )
+    return release_inputs(inputs).load()
 
 
 @contextlib.contextmanager
