@@ -5,7 +5,8 @@ reference's values files leave keys empty (``nproc_per_node:``) to mean "the def
 
 Each model builds its validator when first used (``defer_build``), not when its module is imported: a command
 that validates a recipe builds the recipe's validator once (its nested models inside it), not one more for each
-nested model and each backend's options it never uses.
+nested model and each backend's options it never uses. The CLI and the runner use the models from one thread; a
+first use from several threads at once is safe with a pydantic that rebuilds under its lock (2.14.4 here does).
 """
 
 from __future__ import annotations
