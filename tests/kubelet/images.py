@@ -15,6 +15,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Programs an image has that its environment here lacks, as small scripts run by the environment's ``python3``:
+#: ``image_bin/<name>/`` goes on ``PATH`` after the environment's ``bin`` (``pytorch``: ``torchrun``, which NVIDIA's
+#: PyTorch image and the images built on it, NeMo's, have; ``.venv-nemo2`` reuses torch without its scripts).
+IMAGE_BIN = Path(__file__).resolve().parent / "image_bin"
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class Image:
     cmd: tuple[str, ...] = ()
     venv: str = ".venv"
     known: bool = True  #: False for the catch-all row: ENTRYPOINT/CMD unknown
+    image_bin: str = ""  #: a folder of :data:`IMAGE_BIN` with programs the image has and the environment lacks
 
 
 TABLE: tuple[Image, ...] = (
@@ -35,7 +40,7 @@ TABLE: tuple[Image, ...] = (
     Image("rayproject/ray*", cmd=("bash",), venv=".venv-vllm"),
     Image("anyscale/ray*", cmd=("bash",), venv=".venv-vllm"),
     Image("nvcr.io/nvidia/tritonserver*", cmd=("tritonserver",), venv=".venv-triton"),
-    Image("nvcr.io/nvidia/nemo:*", cmd=("bash",), venv=".venv-nemo2"),
+    Image("nvcr.io/nvidia/nemo:*", cmd=("bash",), venv=".venv-nemo2", image_bin="pytorch"),
     Image("nvcr.io/nvidia/pytorch:*", cmd=("bash",)),
     # mpioperator/base (v0.6.0 build/base/Dockerfile): no ENTRYPOINT; openmpi adds openmpi-bin
     Image("mpioperator/*", cmd=("bash",)),
@@ -53,8 +58,10 @@ class ImageRun:
     bin_dir: Path
 
     def path(self) -> str:
-        """The container's ``PATH``: the environment's ``bin``, then the usual system directories."""
-        return f"{self.bin_dir}:{SYSTEM_PATH}"
+        """The container's ``PATH``: the environment's ``bin``, the image's programs the environment lacks
+        (:data:`IMAGE_BIN`), then the usual system directories."""
+        extra = f"{IMAGE_BIN / self.row.image_bin}:" if self.row.image_bin else ""
+        return f"{self.bin_dir}:{extra}{SYSTEM_PATH}"
 
 
 def resolve(image: str, repo: Path = REPO) -> ImageRun:

@@ -235,3 +235,71 @@ def test_lightning_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
 
     run_step(release, steps["evaluate"], None)
     _assert_evaluated(json.loads(ckpt.with_name(ckpt.name.removesuffix(".ckpt") + ".evaluation.json").read_text()))
+
+
+MEGATRON = FRAMEWORKS / "megatron"
+#: The pretrain step's model and run cut for a CPU (``--option value`` replacing the p4de overlay's own).
+PRETRAIN_SIZES = {"--num-layers": "2", "--hidden-size": "96", "--num-attention-heads": "3", "--seq-length": "64",
+                  "--micro-batch-size": "4", "--global-batch-size": "8", "--train-iters": "30",
+                  "--lr": "3e-3", "--min-lr": "3e-4", "--lr-warmup-iters": "2", "--log-interval": "5",
+                  "--eval-interval": "15", "--eval-iters": "2", "--save-interval": "15", "--split": "90,5,5"}
+
+
+def with_options(args: list[str], options: dict[str, str]) -> list[str]:
+    """``args`` with each ``--option value`` of ``options`` given the new value (every option must be present)."""
+    out, seen = [], set()
+    for arg in args:
+        option = arg.split(" ", 1)[0]
+        if option in options:
+            out.append(f"{option} {options[option]}")
+            seen.add(option)
+        else:
+            out.append(arg)
+    assert seen == set(options), f"the recipe no longer has {sorted(set(options) - seen)}"
+    return out
+
+
+def test_megatron_eks_pipeline_data_pretrain_export(tmp_path: Path) -> None:
+    """The example's data (MPIJob), pretrain (PyTorchJob, 2 x 1 on CPU: the plain-torch GPT of the same script) and
+    export steps; the tokenizer step (hf-snapshot from the Hub) is replaced by the tokenizer laid on the claim, and
+    the serve step is a RayService, a kind the harness does not cover."""
+    pytest.importorskip("zstandard")
+    pytest.importorskip("tokenizers")
+    from tests.frameworks.megatron_data import ShardServer, make_corpus
+
+    name, namespace, listed = pipeline_steps(MEGATRON / "pipeline-eks.yaml")
+    steps = {s.name: s for s in listed}
+    assert {"data", "pretrain", "export"} <= set(steps), sorted(steps)
+    release = Release(tmp_path, name, namespace)
+    release.efs.mkdir()
+    corpus = make_corpus(tmp_path / "corpus", shards=4)
+    tokenizer = yaml.safe_load(steps["tokenizer"].recipes[0].read_text())["hf_model_id"] if "tokenizer" in steps \
+        else "tokenizer"
+    shutil.copytree(corpus.tokenizer, release.fsx / "pretrained-models" / tokenizer)
+    eks_data = yaml.safe_load(steps["data"].recipes[-1].read_text())  # its env and args replace data.yaml's
+    with ShardServer(corpus.shards) as server:
+        env = [{**e, "value": server.url} if e["name"] == "PILE_URL" else e for e in eks_data["process"]["env"]]
+        assert env != eks_data["process"]["env"], "the EKS data overlay no longer names PILE_URL"
+        run_step(release, steps["data"], {
+            "resources": {"nnodes": 2, "nproc_per_node": 1, "requests": {"cpu": "1"}, "limits": {}},
+            "process": {"env": env},
+            "launcher": {"args": with_options(eks_data["launcher"]["args"], {"--file-numbers": "0-3"})}})
+        assert sorted(server.requests) == [f"/0{n}.jsonl.zst" for n in range(4)]
+    results = release.fsx / name / "results"
+    manifest = json.loads((release.fsx / name / "data" / "manifest.json").read_text())
+    assert [p["file_number"] for p in manifest["prefixes"]] == [0, 1, 2, 3]
+
+    pretrain = steps["pretrain"]
+    args = list(yaml.safe_load(pretrain.recipes[-1].read_text())["train"]["args"])
+    out = run_step(release, pretrain, {"resources": {"nnodes": 2, "nproc_per_node": 1, "requests": {"cpu": "1"}},
+                                       "train": {"args": with_options(args, PRETRAIN_SIZES)}})
+    assert "nvidia.com/gpu requests of 8 rewritten to none" in out and "ok: PyTorchJob/" in out
+    losses = _metric(release, "loss")
+    assert len(losses) >= 4 and losses[-1] < losses[0], losses
+    assert sorted(p.name for p in (results / "checkpoints").iterdir() if p.is_dir())[-1].endswith("30"), \
+        sorted((results / "checkpoints").iterdir())
+
+    run_step(release, steps["export"], None)
+    config = json.loads((results / "hf" / "config.json").read_text())
+    assert config["n_layer"] == 2 and config["n_embd"] == 96, config
+    assert (results / "hf" / "model.safetensors").is_file()
