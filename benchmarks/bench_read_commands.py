@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,6 +100,7 @@ def main() -> None:
             cells.append(f"{median:14.3f} {median - floors[tree]:8.3f} {statistics.median(cpu[name, tree]):6.3f}")
         print(f"{name:<36} " + " ".join(cells) + f"  {target}")
     subprocess.run([cli, "uninstall", "bench"], env=env, check=False, stdout=subprocess.DEVNULL)
+    shutil.rmtree(home, ignore_errors=True)
 
 if __name__ == "__main__":
     main()
