@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -487,7 +488,8 @@ def test_dataset_preparation(mods: Modules, instruction_dataset: Path, tmp_path:
     assert read_jsonl(other / "test.jsonl") == splits["test"]
 
 
-def test_dataset_errors_and_waiting_rank(mods: Modules, instruction_dataset: Path, tmp_path: Path) -> None:
+def test_dataset_errors_and_waiting_rank(mods: Modules, instruction_dataset: Path, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     dm, error = mods.data, mods.common.ScriptError
     mapped = dm.HFDatasetConfig(dataset_name="x", input_template="Q: {q}\n", output_template="A: {a}",
                                 field_mapping={"q": "question", "a": "answer"})
@@ -507,11 +509,19 @@ def test_dataset_errors_and_waiting_rank(mods: Modules, instruction_dataset: Pat
 
     waiting = tmp_path / "shared"
     done: list[Path] = []
+    polling = threading.Event()
+    wait_for = dm.wait_for
+
+    def waits(*args: Any, **kwargs: Any) -> Any:
+        polling.set()
+        return wait_for(*args, **kwargs)
+
+    monkeypatch.setattr(dm, "wait_for", waits)
     worker = threading.Thread(target=lambda: done.append(
         dm.prepare_dataset_files(plain, waiting, is_global_zero=False, poll=0.05, timeout=10)))
     worker.start()
-    time.sleep(0.2)
-    assert not done
+    assert polling.wait(10), "the other rank never started waiting for the marker"
+    assert not done  # it waits until the marker exists (10 s at most)
     waiting.mkdir()
     (waiting / ".data_ready").write_text("ready")
     worker.join(5)
