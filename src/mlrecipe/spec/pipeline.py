@@ -35,9 +35,9 @@ class PipelineStep(Model):
     )
     backend: str | None = Field(
         None, min_length=1, max_length=40, pattern=NAME_PATTERN,
-        description="Backend that runs this step (local, slurm, kubernetes or sagemaker), e.g. data preparation locally and "
-        "training on Slurm in one release; default: the pipeline's backend (--backend wins over that one only). "
-        "Its options come from the config file's section of that backend.",
+        description="Backend that runs this step (local, slurm, kubernetes or sagemaker), e.g. data preparation "
+        "locally and training on Slurm in one release; default: the pipeline's backend (--backend wins over that one "
+        "only). Its options come from the config file's section of that backend.",
     )
     matrix: dict[str, list[Any]] | None = Field(
         None,
@@ -75,7 +75,9 @@ class Pipeline(Model):
         description="Kubernetes namespace of the release (also part of its state path on every backend).",
     )
     backend: str | None = Field(
-        None, description="Backend that runs the pipeline: local, slurm, kubernetes or sagemaker; --backend wins; default: local."
+        None,
+        description="Backend that runs the pipeline: local, slurm, kubernetes or sagemaker; --backend wins; default: "
+        "local.",
     )
     description: str | None = Field(None, description="Free text describing the pipeline.")
     steps: list[PipelineStep] = Field(min_length=1, description="The steps, run in order or as depends_on allows.")
