@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import json
 import threading
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -69,15 +68,24 @@ def test_prepare_local_dir_then_reuse(dm: ModuleType, tmp_path: Path) -> None:
     assert dm.prepare_datasets(gone, data_dir, rank=0) == data_dir
 
 
-def test_other_ranks_wait_for_the_marker(dm: ModuleType, tmp_path: Path) -> None:
+def test_other_ranks_wait_for_the_marker(dm: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data_dir = tmp_path / "shared-data"
     cfg = dm.HFDatasetConfig(dataset_name="never/loaded")
     done: list[float] = []
+    waiting = threading.Event()
+    log = dm.log
+
+    def logs(message: str) -> None:
+        if "waiting for rank 0" in message:
+            waiting.set()
+        log(message)
+
+    monkeypatch.setattr(dm, "log", logs)
     waiter = threading.Thread(target=lambda: done.append(bool(dm.prepare_datasets(cfg, data_dir, rank=1,
                                                                                  poll_seconds=0.05))))
     waiter.start()
-    time.sleep(0.3)
-    assert not done, "rank 1 must wait for rank 0"
+    assert waiting.wait(10), "rank 1 never said it waits for rank 0"
+    assert not done, "rank 1 must wait for rank 0"  # it returns only once the marker exists
     tiny.make_prepared_cpt_dir(data_dir, n_train=4, n_val=1)
     waiter.join(timeout=5)
     assert done == [True]

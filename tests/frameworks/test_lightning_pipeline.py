@@ -442,7 +442,7 @@ def test_unknown_flag(ptl_scripts: Path, tmp_path: Path, script: str) -> None:
     run = run_script(ptl_scripts, [script, known, "--no_such_flag=1"], tmp_path / "home")
     assert run.returncode == 2, run.describe()
     assert run.last_error_line == f"{script}: error: unrecognized arguments: --no_such_flag=1"
-    assert run.seconds < 10 and not (tmp_path / "home").exists()
+    assert not (tmp_path / "home").exists()
 
 
 @pytest.mark.integration
