@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.kubelet_runs.hub_stand_in import HubStandIn
 from tests.repo import BIN, EXAMPLES, REPO, cli_env
 
 pytest.importorskip("peft", reason="the framework scripts need the frameworks extra")
@@ -259,23 +260,29 @@ def with_options(args: list[str], options: dict[str, str]) -> list[str]:
     return out
 
 
-def test_megatron_eks_pipeline_data_pretrain_export(tmp_path: Path) -> None:
-    """The example's data (MPIJob), pretrain (PyTorchJob, 2 x 1 on CPU: the plain-torch GPT of the same script) and
-    export steps; the tokenizer step (hf-snapshot from the Hub) is replaced by the tokenizer laid on the claim, and
-    the serve step is a RayService, a kind the harness does not cover."""
+def test_megatron_eks_pipeline_tokenizer_data_pretrain_export(tmp_path: Path) -> None:
+    """The example's tokenizer (Job: hf-snapshot, from a Hub stand-in on 127.0.0.1 serving the test corpus's
+    tokenizer, without its ``pip3 install --upgrade huggingface-hub`` line: the environment has it and nothing is
+    fetched from PyPI), data (MPIJob, 2 x 1, the Pile shards from a mirror on 127.0.0.1), pretrain (PyTorchJob 2 x 1
+    on CPU: the plain-torch GPT of the same script) and export steps. The serve step is a RayService, a kind the
+    harness does not cover."""
     pytest.importorskip("zstandard")
     pytest.importorskip("tokenizers")
     from tests.frameworks.megatron_data import ShardServer, make_corpus
 
     name, namespace, listed = pipeline_steps(MEGATRON / "pipeline-eks.yaml")
     steps = {s.name: s for s in listed}
-    assert {"data", "pretrain", "export"} <= set(steps), sorted(steps)
+    assert {"tokenizer", "data", "pretrain", "export"} <= set(steps), sorted(steps)
     release = Release(tmp_path, name, namespace)
+    release.fsx.mkdir()
     release.efs.mkdir()
     corpus = make_corpus(tmp_path / "corpus", shards=4)
-    tokenizer = yaml.safe_load(steps["tokenizer"].recipes[0].read_text())["hf_model_id"] if "tokenizer" in steps \
-        else "tokenizer"
-    shutil.copytree(corpus.tokenizer, release.fsx / "pretrained-models" / tokenizer)
+    model_id = yaml.safe_load(steps["tokenizer"].recipes[0].read_text())["hf_model_id"]
+    with HubStandIn(model_id, corpus.tokenizer) as hub:
+        run_step(release, steps["tokenizer"], {"pre_script": [], "env": [{"name": "HF_ENDPOINT", "value": hub.url}]})
+    assert f"GET /api/models/{model_id}/revision/main" in hub.requests
+    fetched = release.fsx / "pretrained-models" / model_id
+    assert sorted(p.name for p in fetched.iterdir() if p.is_file()) == sorted(hub.files)
     eks_data = yaml.safe_load(steps["data"].recipes[-1].read_text())  # its env and args replace data.yaml's
     with ShardServer(corpus.shards) as server:
         env = [{**e, "value": server.url} if e["name"] == "PILE_URL" else e for e in eks_data["process"]["env"]]
