@@ -26,8 +26,9 @@ Knowingly simpler than a cluster:
 - no cluster DNS: names are lines of each pod's ``/etc/hosts``, written when the pod starts (names of pods created
   later are unknown to it); the MPI pods' DNS search domain is modelled by their short hostnames; a Service name
   resolves to one selected pod (no kube-proxy, no load balancing, a port other than targetPort not forwarded);
-- no images: each maps to a Python environment of this checkout and, for a container without a command, to the
-  ENTRYPOINT/CMD in the table; the machine's /usr and /etc are the image's, except /etc/hosts, /etc/hostname and,
+- no images: each maps to a Python environment of this checkout (plus, for NeMo's, a ``torchrun`` script its
+  environment lacks: ``image_bin/``) and, for a container without a command, to the ENTRYPOINT/CMD in the
+  table; the machine's /usr and /etc are the image's, except /etc/hosts, /etc/hostname and,
   for MPIJob pods, /etc/ssh (mpioperator/base's configuration); no ``securityContext``, users or capabilities (all
   run as root); ``workingDir`` as given, else /;
 - requests and limits are not enforced; GPU, EFA and Neuron requests are dropped (said in a note);
