@@ -85,15 +85,10 @@ def _install_inputs(
     release: str, chart: str, values: list[Path], sets: list[str] | None, namespace: str | None
 ) -> dict[str, object]:
     """The recorded inputs of a one-step release (what ``resume`` reloads)."""
-    return {
-        "kind": "install",
-        "release": release,
-        "chart": chart,
-        "files": [str(p.resolve()) for p in values],
-        "given": [str(p) for p in values],  # as named on the command line, for messages
-        "sets": list(sets or []),
-        "namespace": "default" if namespace is None else namespace,
-    }
+    from mlrecipe.runner.release_inputs import InstallInputs
+
+    return InstallInputs(release, chart, tuple(str(p.resolve()) for p in values), tuple(str(p) for p in values),
+                         tuple(sets or ()), "default" if namespace is None else namespace).record()
 
 
 @app.command()
@@ -141,8 +136,9 @@ def run(
     --set STEP.key=value overrides a value of one step.
     """
     from mlrecipe.cli import execute
+    from mlrecipe.runner.release_inputs import PipelineInputs
 
-    inputs = {"kind": "pipeline", "path": str(pipeline.resolve()), "sets": list(set_ or [])}
+    inputs = PipelineInputs(str(pipeline.resolve()), tuple(set_ or ())).record()
     opts = _backend_opts(backend_opt, kubeconfig, kube_context)
     raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out, max_parallel, keep_going,
                                         keep_on_failure))
