@@ -88,21 +88,32 @@ def lm_loss(model: nn.Module, batch: torch.Tensor, megatron: bool = False) -> to
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
 
 
-def megatron_gpt(shape: Shape, bf16: bool) -> Any:
-    """megatron-core's GPTModel (TransformerEngine's layer spec when it imports, else the local spec) on this GPU;
-    model-parallel state must be initialized."""
-    from megatron.core.models.gpt import GPTModel, gpt_layer_specs
+def megatron_config(shape: Shape, bf16: bool, tensor_parallel: int = 1, pipeline_parallel: int = 1,
+                    hidden_dropout: float = 0.0, attention_dropout: float = 0.0) -> Any:
+    """megatron-core's ``TransformerConfig`` for ``shape`` (builds on CPU; no process group needed)."""
     from megatron.core.transformer.transformer_config import TransformerConfig
+
+    return TransformerConfig(
+        num_layers=shape.num_layers, hidden_size=shape.hidden_size, num_attention_heads=shape.num_attention_heads,
+        ffn_hidden_size=shape.ffn, init_method_std=shape.init_method_std, bf16=bf16,
+        params_dtype=torch.bfloat16 if bf16 else torch.float32,
+        pipeline_dtype=(torch.bfloat16 if bf16 else torch.float32) if pipeline_parallel > 1 or bf16 else None,
+        tensor_model_parallel_size=tensor_parallel, pipeline_model_parallel_size=pipeline_parallel,
+        hidden_dropout=hidden_dropout, attention_dropout=attention_dropout)
+
+
+def megatron_gpt(shape: Shape, bf16: bool, config: Any = None, pre_process: bool = True,
+                 post_process: bool = True) -> Any:
+    """megatron-core's GPTModel (TransformerEngine's layer spec when it imports, else the local spec) on this GPU;
+    model-parallel state must be initialized. ``pre_process``/``post_process``: this pipeline stage holds the
+    embedding / the output layer."""
+    from megatron.core.models.gpt import GPTModel, gpt_layer_specs
 
     try:
         import transformer_engine  # noqa: F401
         spec = gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
     except ImportError:
         spec = gpt_layer_specs.get_gpt_layer_local_spec()
-    config = TransformerConfig(
-        num_layers=shape.num_layers, hidden_size=shape.hidden_size, num_attention_heads=shape.num_attention_heads,
-        ffn_hidden_size=shape.ffn, init_method_std=shape.init_method_std, bf16=bf16,
-        params_dtype=torch.bfloat16 if bf16 else torch.float32, pipeline_dtype=torch.bfloat16 if bf16 else None,
-        hidden_dropout=0.0, attention_dropout=0.0)
-    return GPTModel(config=config, transformer_layer_spec=spec, vocab_size=shape.vocab_size,
-                    max_sequence_length=shape.seq_length, position_embedding_type="learned_absolute")
+    return GPTModel(config=config or megatron_config(shape, bf16), transformer_layer_spec=spec,
+                    vocab_size=shape.vocab_size, max_sequence_length=shape.seq_length,
+                    position_embedding_type="learned_absolute", pre_process=pre_process, post_process=post_process)

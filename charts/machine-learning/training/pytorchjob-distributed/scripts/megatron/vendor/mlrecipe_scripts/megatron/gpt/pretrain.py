@@ -29,6 +29,7 @@ from typing import Any
 
 from mlrecipe_scripts.core.progress import report_progress
 from mlrecipe_scripts.core.script_core import ScriptError, offline_defaults, run_main
+from mlrecipe_scripts.megatron.gpt import parallel
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--make-vocab-size-divisible-by", type=int, default=128)
     model.add_argument("--init-method-std", type=float, default=0.02)
     model.add_argument("--bf16", action="store_true", help="bf16 parameters (GPU)")
+    parallel.add_arguments(p.add_argument_group("parallelism and dropout (megatron-core path, GPU)"))
     train = p.add_argument_group("training")
     train.add_argument("--micro-batch-size", type=int, default=4)
     train.add_argument("--global-batch-size", type=int, help="default: micro batch x data-parallel ranks")
@@ -127,13 +129,25 @@ class Run:
         if args.impl == "megatron" and not self.cuda:
             raise ScriptError("--impl megatron needs a GPU: megatron-core's GPT cannot run its forward pass on CPU")
         self.impl = args.impl if args.impl != "auto" else ("megatron" if self.cuda and _has_megatron() else "torch")
+        if self.impl == "megatron":
+            self.layout = parallel.layout(self.world, args)
+        elif (refusal := parallel.plain_path_refusal(args)) is not None:
+            raise parallel.FlagError(refusal)
+        else:
+            self.layout = parallel.Layout(1, 1, self.world)
+        if self.impl == "megatron" and args.save and (self.layout.tensor * self.layout.pipeline > 1
+                                                       or args.use_distributed_optimizer):
+            raise parallel.FlagError("--save with tensor/pipeline parallelism or --use-distributed-optimizer: "
+                                     "megatron-core's sharded (torch_dist) checkpoint is not written yet")
+        self.dp, self.dp_rank = self.layout.data, self.rank
         self.device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if self.cuda else "cpu")
         self.mb = args.micro_batch_size
-        self.gb = args.global_batch_size or self.mb * self.world
-        if self.gb % (self.mb * self.world):
+        self.gb = args.global_batch_size or self.mb * self.dp
+        if self.gb % (self.mb * self.dp):
             raise ScriptError(f"--global-batch-size {self.gb} is not a multiple of micro batch {self.mb} x "
-                              f"{self.world} data-parallel ranks")
-        self.accum = self.gb // (self.mb * self.world)
+                              f"{self.dp} data-parallel ranks")
+        self.accum = self.gb // (self.mb * self.dp)
+        self.trainer: parallel.MegatronTrainer | None = None
         self.blend = resolve_blend(args)
 
     def log(self, message: str) -> None:
@@ -153,35 +167,42 @@ class Run:
             store = self.dist.FileStore(tempfile.mktemp(prefix="pretrain-store-"), 1)
             self.dist.init_process_group(backend, store=store, rank=0, world_size=1)
         torch.manual_seed(args.seed)
-        from mlrecipe_scripts.megatron.gpt.model import Shape, TorchGPT, megatron_gpt
+        from mlrecipe_scripts.megatron.gpt.model import Shape, TorchGPT
 
         self.shape = Shape(args.num_layers, args.hidden_size, args.num_attention_heads, args.seq_length,
                            vocab_size(args, self.blend), args.ffn_hidden_size, args.init_method_std)
         if self.impl == "megatron":
             from megatron.core import parallel_state, tensor_parallel
 
-            parallel_state.initialize_model_parallel(1, 1)
+            parallel_state.initialize_model_parallel(self.layout.tensor, self.layout.pipeline)
             tensor_parallel.model_parallel_cuda_manual_seed(args.seed)
-            model = megatron_gpt(self.shape, args.bf16).to(self.device)
-            what = "megatron-core GPTModel"
+            self.dp_rank = parallel_state.get_data_parallel_rank()
+            self.trainer = parallel.MegatronTrainer(self.shape, args, self.device)
+            model = self.trainer.module
+            what = (f"megatron-core GPTModel (tensor parallel {self.layout.tensor}, pipeline parallel "
+                    f"{self.layout.pipeline}, {'distributed' if args.use_distributed_optimizer else 'replicated'} "
+                    f"optimizer, dropout {args.hidden_dropout}/{args.attention_dropout})")
         else:
             model = TorchGPT(self.shape).to(self.device)
             what = "plain-torch GPT (megatron-core's GPT needs a GPU)" if not self.cuda else "plain-torch GPT"
         self.model = model
         self.autocast = self.cuda and self.impl == "torch" and args.bf16  # megatron-core's GPT casts itself
-        self.ddp = (torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.device.index] if self.cuda
-                                                              else None) if self.world > 1 else model)
-        decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-        rest = [p for n, p in model.named_parameters() if p.dim() < 2]
-        self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                                            {"params": rest, "weight_decay": 0.0}], lr=args.lr,
-                                           betas=(args.adam_beta1, args.adam_beta2), fused=self.cuda or None)
+        if self.trainer is not None:
+            self.ddp, self.optimizer = self.trainer.model, self.trainer.optimizer
+        else:
+            self.ddp = (torch.nn.parallel.DistributedDataParallel(model, device_ids=[self.device.index] if self.cuda
+                                                                  else None) if self.world > 1 else model)
+            decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+            rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+            self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                                {"params": rest, "weight_decay": 0.0}], lr=args.lr,
+                                               betas=(args.adam_beta1, args.adam_beta2), fused=self.cuda or None)
         params = sum(p.numel() for p in model.parameters())
         self.data_kind = args.dataset if args.dataset != "auto" else ("megatron" if self.impl == "megatron"
                                                                      else "builtin")
         self.log(f"model: {what}; {params / 1e6:.2f} M parameters, vocabulary {self.shape.vocab_size}; dataset: "
                  f"{'megatron-core GPTDataset' if self.data_kind == 'megatron' else 'built-in GPT sampler'}; "
-                 f"{self.world} data-parallel rank(s) on {self.device.type}, micro batch {self.mb}, global batch "
+                 f"{self.dp} data-parallel rank(s) on {self.device.type}, micro batch {self.mb}, global batch "
                  f"{self.gb} ({self.accum} accumulation step(s))")
         self.log("data: " + ", ".join(f"{w:.3f} {p}" for p, w in zip(self.blend.prefixes, self.blend.weights,
                                                                        strict=True)))
@@ -250,6 +271,15 @@ class Run:
         if self.valid is None:
             return None
         torch = self.torch
+        if self.trainer is not None:
+            iters = max(self.args.eval_iters, 1)
+            batches = [self.batch(self.valid, (i * self.dp + self.dp_rank) * self.mb) for i in range(iters)]
+            value = self.trainer.evaluate(batches, iters)
+            total = torch.tensor([value, iters if self.trainer.last_stage else 0], dtype=torch.float64,
+                                 device=self.device)
+            if self.world > 1:
+                self.dist.all_reduce(total)
+            return float(total[0] / total[1])
         self.ddp.eval()
         total = torch.zeros(2, dtype=torch.float64, device=self.device)
         with torch.no_grad():
@@ -262,8 +292,37 @@ class Run:
         self.ddp.train()
         return float(total[0] / total[1])
 
+    def plain_step(self, step: int, lr: float) -> Any:
+        """One optimizer step of the plain-torch path (torch DDP over every rank); this rank's mean loss."""
+        torch = self.torch
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.device)
+        for micro in range(self.accum):
+            start = step * self.gb + (micro * self.world + self.rank) * self.mb
+            tokens = self.batch(self.train, start)
+            sync = self.world == 1 or micro == self.accum - 1
+            context = self.ddp.no_sync() if not sync else _null()
+            with context:
+                loss = self.loss(tokens) / self.accum if self.accum > 1 else self.loss(tokens)
+                loss.backward()
+            total += loss.detach()
+        if self.args.clip_grad > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.clip_grad)
+        self.optimizer.step()
+        return total
+
+    def megatron_step(self, step: int, lr: float) -> Any:
+        """One optimizer step through megatron-core's schedule; this rank's mean loss (0 off the last stage)."""
+        assert self.trainer is not None
+        self.trainer.set_lr(lr)
+        batches = [self.batch(self.train, step * self.gb + (micro * self.dp + self.dp_rank) * self.mb)
+                   for micro in range(self.accum)]
+        return self.torch.tensor(self.trainer.step(batches, self.accum) / self.accum, device=self.device)
+
     def train_loop(self, writer: Any) -> float:
-        torch, args = self.torch, self.args
+        args = self.args
         step = self.resume()
         if step >= args.train_iters:
             self.log(f"nothing to do: the checkpoint is at step {step} of {args.train_iters}")
@@ -273,29 +332,14 @@ class Run:
         trained_samples = 0
         while step < args.train_iters:
             lr = learning_rate(args, step)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            self.optimizer.zero_grad(set_to_none=True)
-            total = torch.zeros((), device=self.device)
-            for micro in range(self.accum):
-                start = step * self.gb + (micro * self.world + self.rank) * self.mb
-                tokens = self.batch(self.train, start)
-                sync = self.world == 1 or micro == self.accum - 1
-                context = self.ddp.no_sync() if not sync else _null()
-                with context:
-                    loss = self.loss(tokens) / self.accum if self.accum > 1 else self.loss(tokens)
-                    loss.backward()
-                total += loss.detach()
-            if args.clip_grad > 0:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.clip_grad)
-            self.optimizer.step()
+            total = self.plain_step(step, lr) if self.trainer is None else self.megatron_step(step, lr)
             step += 1
             window_samples += self.gb
             trained_samples += self.gb
             if step % args.log_interval == 0 or step == args.train_iters:
                 if self.world > 1:
                     self.dist.all_reduce(total)
-                    total /= self.world
+                    total /= self.world if self.trainer is None else self.layout.data * self.layout.tensor
                 loss_value = float(total)
                 elapsed = time.perf_counter() - window_start
                 rate = window_samples / elapsed if elapsed > 0 else 0.0
@@ -370,7 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.hidden_size % args.num_attention_heads:
         raise ScriptError(f"--hidden-size {args.hidden_size} is not a multiple of --num-attention-heads "
                           f"{args.num_attention_heads}")
-    run = Run(args)
+    try:
+        run = Run(args)
+    except parallel.FlagError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     run.setup()
     writer = tensorboard(args.tensorboard_dir, run.rank)
     try:
