@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mlrecipe.backends.host.devices import Gpu
-from mlrecipe.backends.local.gpu_lease import GpuLease, is_free
+from mlrecipe.backends.host.gpu_lease import GpuLease, is_free
 from tests.fake_gpus import gpu_env, install_fake_nvidia_smi
 from tests.repo import BIN, cli_env
 
@@ -25,7 +25,7 @@ HOLDER = """
 import sys, time
 from pathlib import Path
 from mlrecipe.backends.host.devices import Gpu
-from mlrecipe.backends.local.gpu_lease import GpuLease
+from mlrecipe.backends.host.gpu_lease import GpuLease
 lease = GpuLease(Path(sys.argv[1]), (Gpu(0, "GPU-lease-test-0", "fake", 9.0),), "first", "train")
 assert lease.acquire() == []
 print("held", flush=True)

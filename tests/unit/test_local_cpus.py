@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlrecipe.backends.base import StepState
-from mlrecipe.backends.local.cpus import CpuSlots
+from mlrecipe.backends.host.cpus import CpuSlots
 from mlrecipe.backends.local.options import LocalOptions
 from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch
 from mlrecipe.backends.local.running import LocalRunningStep

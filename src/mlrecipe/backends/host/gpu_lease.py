@@ -4,6 +4,9 @@ One lock file per GPU (named by its UUID) in a directory every release on this m
 takes an exclusive ``flock`` on each of its GPUs before it starts and hands the open files to its node
 processes; the kernel drops the locks when the last of those processes ends, however it ends (``kill -9``
 included), so a lease never outlives its holder. A JSON file beside each lock says who holds it.
+
+Every backend that runs processes on this machine takes it: the local backend's steps and SageMaker local mode's
+training jobs, so two steps of one release (or of two releases) never get the same GPU.
 """
 
 from __future__ import annotations
@@ -17,6 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlrecipe.backends.host.devices import Gpu
+
+#: The lease directory unless a backend option names another; ``MLRECIPE_GPU_LEASE_DIR`` overrides it for every
+#: backend of the process at once (the local backend's ``gpu_lease_dir`` and SageMaker local mode alike).
+DEFAULT_LEASE_DIR = Path("/tmp/mlrecipe-gpu-leases")
+LEASE_DIR_VAR = "MLRECIPE_GPU_LEASE_DIR"
+
+
+def default_lease_dir() -> Path:
+    """The machine-wide lease directory: ``$MLRECIPE_GPU_LEASE_DIR``, else ``/tmp/mlrecipe-gpu-leases``."""
+    value = os.environ.get(LEASE_DIR_VAR)
+    return Path(value).expanduser() if value else DEFAULT_LEASE_DIR
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,16 @@ import uuid
 from pathlib import Path
 
 from mlrecipe.backends.base import Backend, ReleaseContext, issues_at_chart
+from mlrecipe.backends.host.cpus import CpuSlots
 from mlrecipe.backends.host.devices import Gpu, neuron_devices, visible_gpus
+from mlrecipe.backends.host.gpu_lease import busy_message, is_free
 from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
 from mlrecipe.backends.host.launches import launch_problems
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
 from mlrecipe.backends.host.serving import health_problem, located_server_problems, server_problems
 from mlrecipe.backends.host.volumes import mount_problems, prepare_mounts
 from mlrecipe.backends.local import procs
-from mlrecipe.backends.local.cpus import CpuSlots
 from mlrecipe.backends.local.devices import fit_problems, plan_devices
-from mlrecipe.backends.local.gpu_lease import busy_message, is_free
 from mlrecipe.backends.local.handle import LocalHandle
 from mlrecipe.backends.local.options import RANKS_PER_CPU, LocalOptions
 from mlrecipe.backends.local.plan import LocalPlan, LocalSlots, render

@@ -19,10 +19,10 @@ from typing import Literal
 from pydantic import Field
 
 from mlrecipe.backends.base import BackendOptions
+from mlrecipe.backends.host.gpu_lease import default_lease_dir
 from mlrecipe.config import default_volume_root
 
 RANKS_PER_CPU = 8
-DEFAULT_LEASE_DIR = Path("/tmp/mlrecipe-gpu-leases")
 
 
 class LocalOptions(BackendOptions):
@@ -73,14 +73,14 @@ class LocalOptions(BackendOptions):
         "aws.amazon.com/neuron request into NEURON_RT_VISIBLE_CORES")
 
     def lease_dir(self) -> Path:
-        return Path(self.gpu_lease_dir).expanduser() if self.gpu_lease_dir else DEFAULT_LEASE_DIR
+        return Path(self.gpu_lease_dir).expanduser() if self.gpu_lease_dir else default_lease_dir()
 
     def volume_root(self) -> Path:
         return Path(self.root).expanduser() if self.root else default_volume_root()
 
     def cpu_count(self) -> int:
         """The CPUs the parallel steps of a release share (``cpus``, else this process's usable CPUs)."""
-        from mlrecipe.backends.local.cpus import usable_cpus
+        from mlrecipe.backends.host.cpus import usable_cpus
 
         return self.cpus or usable_cpus()
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
+from mlrecipe.backends.host.cpus import CpuSlots
 from mlrecipe.backends.host.devices import Gpu
+from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
 from mlrecipe.backends.host.serving import ReadinessWatcher
 from mlrecipe.backends.local import procs
-from mlrecipe.backends.local.cpus import CpuSlots
-from mlrecipe.backends.local.gpu_lease import GpuLease, Holder, busy_message
 from mlrecipe.backends.local.handle import LocalHandle, NodeProcess, ServerAddress
 from mlrecipe.backends.local.plan import LocalPlan
 from mlrecipe.errors import LinkedPathError
@@ -39,7 +39,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
     """The node processes of one local step (a server's outlive the CLI until ``uninstall``).
 
     They start once the step holds its GPUs (the machine-wide lease) and its CPUs (``cpus``, shared by the
-    steps of the release: :mod:`mlrecipe.backends.local.cpus`).
+    steps of the release: :mod:`mlrecipe.backends.host.cpus`).
     """
 
     def __init__(self, plan: LocalPlan, run_id: str, grace: float, lease_dir: Path,

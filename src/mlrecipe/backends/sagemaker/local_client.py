@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mlrecipe.backends.host.gpu_lease import default_lease_dir
 from mlrecipe.backends.sagemaker.local_channels import S3ClientFactory
 from mlrecipe.backends.sagemaker.local_hosting import LocalHosting
 from mlrecipe.backends.sagemaker.local_store import KINDS, Store, client_error
@@ -24,15 +25,18 @@ NESTED = {"training-job": True, "model": False, "endpoint-config": False, "endpo
 class LocalSageMakerClient(LocalTraining, LocalHosting):
     """boto3's SageMaker client, locally. ``python_bin_dir`` goes first on the PATH of jobs and endpoints;
     ``s3_client_factory`` (or ``endpoint_url``) reads ``s3://`` channels; ``stop_grace_s`` is how long stopped
-    hosts get between SIGTERM and SIGKILL; file-system channels (FSx/EFS) bind ``file_systems_root/<id>/<path>``."""
+    hosts get between SIGTERM and SIGKILL; file-system channels (FSx/EFS) bind ``file_systems_root/<id>/<path>``;
+    a training job leases the GPUs it gives its hosts in ``gpu_lease_dir`` (the local backend's lease, by default
+    :func:`~mlrecipe.backends.host.gpu_lease.default_lease_dir`)."""
 
     def __init__(self, root: Path, python_bin_dir: Path | None = None, *, endpoint_url: str | None = None,
                  s3_client_factory: S3ClientFactory | None = None, stop_grace_s: float = 10.0,
-                 file_systems_root: Path | None = None) -> None:
+                 file_systems_root: Path | None = None, gpu_lease_dir: Path | None = None) -> None:
         self.root = Path(root)
         self.python_bin_dir = Path(python_bin_dir) if python_bin_dir is not None else None
         self.stop_grace_s = stop_grace_s
         self.file_systems_root = Path(file_systems_root) if file_systems_root else self.root / "file-systems"
+        self.gpu_lease_dir = Path(gpu_lease_dir) if gpu_lease_dir else default_lease_dir()
         if s3_client_factory is None:
             def s3_client_factory() -> Any:
                 import boto3

@@ -5,6 +5,10 @@ waits, and ends the job as SageMaker would: Completed when every host exits 0 (h
 ``model.tar.gz``), Failed when one does not (the reason from ``/opt/ml/output/failure``, else the exit status
 and the log's tail; the other hosts are stopped), Stopped on SIGTERM (StopTrainingJob) or past
 ``MaxRuntimeInSeconds``. Stopping sends SIGTERM to each host's processes and SIGKILL after the grace.
+
+Before the hosts start it takes the machine-wide GPU lease (:mod:`mlrecipe.backends.host.gpu_lease`) on the GPUs
+the job gives its hosts, waiting while another step holds one (the job's status message says for what); it hands
+the lease to the hosts, so it is dropped when the last of them and the supervisor have ended, however they end.
 """
 
 from __future__ import annotations
@@ -19,11 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlrecipe.backends.host.devices import Gpu
+from mlrecipe.backends.host.gpu_lease import GpuLease, busy_message
 from mlrecipe.backends.sagemaker import local_processes as procs
 from mlrecipe.backends.sagemaker.local_job import fail, set_secondary
 from mlrecipe.backends.sagemaker.local_store import Store, write_json
 
 POLL_SECONDS = 0.05
+LEASE_RETRY_SECONDS = 0.2
 
 
 class _Stop:
@@ -33,7 +40,7 @@ class _Stop:
         self.requested = True
 
 
-def _start_hosts(local: dict[str, Any]) -> list[subprocess.Popen]:
+def _start_hosts(local: dict[str, Any], lease_fds: list[int]) -> list[subprocess.Popen]:
     started = []
     for host in local["hosts"]:
         env = {**os.environ, **host["env"]}
@@ -41,7 +48,7 @@ def _start_hosts(local: dict[str, Any]) -> list[subprocess.Popen]:
             started.append(subprocess.Popen(
                 procs.host_argv(host["name"], [tuple(m) for m in host["mounts"]], local["argv"]), env=env,
                 cwd=host["tree"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=procs.set_parent_death_kill))
+                pass_fds=lease_fds, start_new_session=True, preexec_fn=procs.set_parent_death_kill))
     return started
 
 
@@ -74,6 +81,22 @@ def _failure_reason(local: dict[str, Any], codes: list[int | None]) -> str:
     return "AlgorithmError: a host failed"
 
 
+def _lease(store: Store, name: str, local: dict[str, Any], stop: _Stop, deadline: float) -> GpuLease | None:
+    """The job's GPUs leased, waiting while another step holds one; None when stopped or past the deadline first."""
+    gpus = tuple(Gpu(int(index), str(uuid), str(model), None) for index, uuid, model in local.get("gpus") or [])
+    lease = GpuLease(Path(local["lease_dir"]), gpus, "sagemaker-local", name)
+    said = ""
+    while busy := lease.acquire():
+        if stop.requested or time.monotonic() > deadline:
+            return None
+        note = f"Waiting for GPUs: {busy_message(busy)}"
+        if note.split(" (pid")[0] != said.split(" (pid")[0]:
+            said = note
+            store.update(name, lambda r: set_secondary(r, "Starting", said))
+        time.sleep(LEASE_RETRY_SECONDS)
+    return lease
+
+
 def _pack(directory: Path, archive: Path) -> None:
     archive.parent.mkdir(parents=True, exist_ok=True)
     tmp = archive.with_name(archive.name + ".partial")
@@ -94,6 +117,11 @@ def run(root: Path, name: str) -> int:
         return 2
     local = record["local"]
     home = store.home(name)
+    deadline = time.monotonic() + float(local["max_run"])
+    lease = _lease(store, name, local, stop, deadline) if local.get("gpus") else None
+    if local.get("gpus") and lease is None:
+        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
+        return 0
 
     def training(r: dict[str, Any]) -> None:
         if r["status"] == "InProgress":
@@ -106,10 +134,9 @@ def run(root: Path, name: str) -> int:
     if current["status"] != "InProgress":  # stopped before it started
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
         return 0
-    hosts = _start_hosts(local)
+    hosts = _start_hosts(local, lease.fds if lease is not None else [])
     idents = [procs.identity(p.pid) for p in hosts]
     write_json(home / "pids.json", {"supervisor": procs.identity(os.getpid()), "hosts": idents})
-    deadline = time.monotonic() + float(local["max_run"])
     ending = None
     while ending is None:
         codes = [p.poll() for p in hosts]

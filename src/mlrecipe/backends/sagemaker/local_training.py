@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from mlrecipe.backends.host.devices import Gpu, visible_gpus
 from mlrecipe.backends.sagemaker import local_processes as procs
 from mlrecipe.backends.sagemaker.local_channels import (
     S3ClientFactory,
@@ -38,16 +39,22 @@ CONTRACT_NAMES = {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZ
 OK = {"ResponseMetadata": {"HTTPStatusCode": 200}}
 
 
-def _gpu_slices(hosts: int) -> list[list[int]]:
-    from mlrecipe.backends.host.devices import visible_gpus
-
-    gpus = [g.index for g in visible_gpus()]
+def _gpu_slices(hosts: int) -> list[list[Gpu]]:
+    """Every visible GPU, split evenly among the hosts (each host gets one round the ring when they are fewer)."""
+    gpus = visible_gpus()
     if not gpus:
         return [[] for _ in range(hosts)]
     if len(gpus) < hosts:
         return [[gpus[i % len(gpus)]] for i in range(hosts)]
     per = len(gpus) // hosts
     return [gpus[i * per:(i + 1) * per] for i in range(hosts)]
+
+
+def _leased(slices: list[list[Gpu]]) -> list[list[Any]]:
+    """The distinct GPUs of ``slices`` as the job record keeps them, ``[index, uuid, name]``: its supervisor leases
+    them (:mod:`mlrecipe.backends.host.gpu_lease`) before the hosts start."""
+    seen: dict[str, Gpu] = {g.uuid: g for gpus in slices for g in gpus}
+    return [[g.index, g.uuid, g.name] for g in seen.values()]
 
 
 def _scrubbed_env() -> dict[str, str]:
@@ -68,6 +75,7 @@ class LocalTraining:
     stop_grace_s: float
     file_systems_root: Path
     s3_client_factory: S3ClientFactory | None
+    gpu_lease_dir: Path
 
     @property
     def _jobs(self) -> Store:
@@ -92,19 +100,20 @@ class LocalTraining:
             mounts.append([str(source), checkpoint.get("LocalPath") or f"{OPT_ML}/checkpoints"])
         port = str(free_port())
         hosts = []
-        for i, (host, gpus) in enumerate(zip(names, _gpu_slices(len(names)), strict=True)):
+        slices = _gpu_slices(len(names))
+        for i, (host, gpus) in enumerate(zip(names, slices, strict=True)):
             env = sm_env(request, host, names, len(gpus), os.cpu_count() or 1)
             env.update({"PATH": path, "PET_MASTER_PORT": port, "TRAINING_JOB_ARN": arn("training-job", name),
                         **procs.host_temp_env(self.root, name, host)})
             if gpus:
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g.index) for g in gpus)
             env.update(request.get("Environment") or {})
             tree = home / "hosts" / host / "opt-ml"
             hosts.append({"name": host, "tree": str(tree), "env": env, "log": str(self.log_path(name, i)),
                           "mounts": [[str(tree), OPT_ML], [str(home / "hosts.txt"), "/etc/hosts"], *mounts]})
         max_run = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds", DEFAULT_MAX_RUN)
         return {"argv": argv, "hosts": hosts, "max_run": max_run, "stop_grace": self.stop_grace_s,
-                "model_dest": str(model_dest)}
+                "model_dest": str(model_dest), "gpus": _leased(slices), "lease_dir": str(self.gpu_lease_dir)}
 
     def _check_local(self, request: dict[str, Any]) -> None:
         op = "CreateTrainingJob"
