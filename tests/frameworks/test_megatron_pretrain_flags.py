@@ -1,7 +1,8 @@
 """``gpt/pretrain.py``'s Megatron-LM parallelism and dropout flags: refused on the plain-torch (CPU) path with one
 ``error:`` line and exit status 2 before anything is written; on the megatron-core path parsed into the layout
 (world / (tp x pp) data-parallel replicas), megatron-core's TransformerConfig, DDP and optimizer configs, and a real
-megatron-core training step through its schedule on CPU."""
+megatron-core training step through its schedule on CPU. Checkpoint retention (``--keep-last``, ``--keep-best``):
+which folders a prune keeps, and a real CPU run that keeps exactly those and resumes."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mlrecipe_scripts.megatron.gpt import parallel
-from mlrecipe_scripts.megatron.gpt.pretrain import build_parser
+from mlrecipe_scripts.megatron.gpt import checkpoint, parallel
+from mlrecipe_scripts.megatron.gpt.pretrain import build_parser, check_retention
 from tests.frameworks.megatron_pretrain_data import REPO, TINY, run_pretrain, script_env, write_dataset
 
 BASE = ["--train-iters", "2", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4"]
@@ -106,3 +107,66 @@ def test_megatron_core_trainer_steps_through_its_schedule_on_cpu(tmp_path: Path)
     losses = result["losses"]
     assert losses[-1] < losses[0] - 0.3, losses
     assert 0 < result["valid"] < losses[0]
+
+
+def test_prune_keeps_the_newest_the_best_and_the_trackers_iteration(tmp_path: Path) -> None:
+    losses = {2: 1.0, 4: 3.0, 6: 0.5, 8: 2.0, 10: None, 12: 4.0}
+    for iteration, loss in losses.items():
+        checkpoint.save(tmp_path, iteration, {"iteration": iteration}, loss)
+    (tmp_path / "iter_0000014").mkdir()  # an unfinished save: not a checkpoint, never touched
+    assert checkpoint.retained(tmp_path, 0, 0) == set(losses)
+    assert checkpoint.retained(tmp_path, 2, 0) == {10, 12}
+    assert checkpoint.retained(tmp_path, 0, 2) == {6, 2, 12}
+    assert checkpoint.retained(tmp_path, 1, 1) == {6, 12}
+    (tmp_path / checkpoint.TRACKER).write_text("8\n")  # the tracker names an older complete checkpoint
+    assert checkpoint.retained(tmp_path, 1, 1) == {6, 8, 12}
+    assert checkpoint.prune(tmp_path, 1, 1) == [2, 4, 10]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "iter_0000006", "iter_0000008", "iter_0000012", "iter_0000014", checkpoint.TRACKER]
+    assert checkpoint.latest(tmp_path) == 8 and checkpoint.load(tmp_path, 6) == {"iteration": 6}
+
+
+def test_retention_flags_are_checked() -> None:
+    def refusal(*flags: str) -> str:
+        with pytest.raises(parallel.FlagError) as refused:
+            check_retention(build_parser().parse_args([*BASE, *flags]))
+        return str(refused.value)
+
+    assert refusal("--keep-last", "-1") == "--keep-last -1: must be 0 (keep every checkpoint) or positive"
+    assert refusal("--keep-best", "2", "--save-interval", "4", "--eval-interval", "3") == (
+        "--keep-best 2: every save needs a validation: --save-interval 4 must be a multiple of --eval-interval 3")
+    assert refusal("--keep-best", "2", "--save-interval", "4") == (
+        "--keep-best 2: every save needs a validation: --save-interval 4 must be a multiple of --eval-interval 0")
+    assert refusal("--keep-best", "1", "--split", "100,0,0") == (
+        "--keep-best 1: --split 100,0,0 leaves no validation data")
+    check_retention(build_parser().parse_args([*BASE, "--keep-best", "2", "--save-interval", "4", "--eval-interval",
+                                               "2", "--keep-last", "1"]))
+
+
+def _saved(save: Path) -> list[str]:
+    return sorted(p.name for p in save.iterdir() if p.name.startswith(("iter_", ".iter_")))
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_run_keeps_the_last_and_best_checkpoints_and_resumes(tmp_path: Path) -> None:
+    manifest = write_dataset(tmp_path / "data", (0, 1), documents=80)
+    save, metrics = tmp_path / "ckpt", tmp_path / "metrics.jsonl"
+    args = ["--data-manifest", str(manifest), "--save", str(save), "--save-interval", "2", "--eval-interval", "2",
+            "--split", "80,20,0", "--eval-iters", "1", *TINY, "--keep-last", "1", "--keep-best", "2"]
+    done = run_pretrain([*args, "--train-iters", "12"], metrics)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    val = {r["step"]: r["metrics"]["val_loss"] for r in rows if "val_loss" in r["metrics"]}
+    assert sorted(val) == [2, 4, 6, 8, 10, 12]
+    best = sorted(val, key=lambda step: val[step])[:2]
+    assert _saved(save) == sorted(f"iter_{i:07d}" for i in {12, *best})
+    for step in {12, *best}:
+        assert checkpoint.validation_loss(save, step) == pytest.approx(val[step], rel=1e-9)
+    assert "removed checkpoint(s) iter_" in done.stdout
+
+    resumed = run_pretrain([*args, "--train-iters", "16", "--keep-best", "0"], metrics)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert f"resumed from {save / 'iter_0000012'} at step 12" in resumed.stdout
+    assert _saved(save) == ["iter_0000016"]
+    assert checkpoint.latest(save) == 16

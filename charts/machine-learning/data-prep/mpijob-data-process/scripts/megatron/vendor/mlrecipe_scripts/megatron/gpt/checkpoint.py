@@ -5,6 +5,11 @@ checkpoint, not NeMo's), read back by this script only.
 A checkpoint is written to a temporary sibling folder and renamed into place, then the tracker is replaced
 atomically; a process killed at any point leaves the previous checkpoint readable. Loading takes the tracker's
 iteration, or the newest complete ``iter_*`` folder when the tracker is missing or names a folder that is gone.
+
+Retention (:func:`prune`, after each save): ``keep_last`` newest iterations and the ``keep_best`` with the lowest
+validation loss (``validation_loss.txt`` beside the state file, written with it), always with the newest and the
+tracker's iteration; a folder is renamed out of the ``iter_*`` names before it is deleted, so a kill mid-deletion
+never leaves a partial folder that looks like a checkpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import torch
 
 TRACKER = "latest_checkpointed_iteration.txt"
 FILE = "model_optim_rng.pt"
+VALIDATION = "validation_loss.txt"
 ITER = re.compile(r"^iter_(\d{7})$")
 
 
@@ -26,13 +32,16 @@ def folder(root: Path, iteration: int) -> Path:
     return root / f"iter_{iteration:07d}"
 
 
-def save(root: Path, iteration: int, state: dict[str, Any]) -> Path:
-    """Write ``state`` as the checkpoint of ``iteration`` (rank 0 only) and point the tracker at it."""
+def save(root: Path, iteration: int, state: dict[str, Any], validation_loss: float | None = None) -> Path:
+    """Write ``state`` as the checkpoint of ``iteration`` (rank 0 only), with the validation loss measured at that
+    step when there is one, and point the tracker at it."""
     final = folder(root, iteration)
     tmp = root / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     torch.save(state, tmp / FILE)
+    if validation_loss is not None:
+        (tmp / VALIDATION).write_text(f"{validation_loss!r}\n")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     tracker = root / f".{TRACKER}.tmp-{os.getpid()}"
@@ -49,8 +58,46 @@ def latest(root: Path) -> int | None:
             return named
     except (OSError, ValueError):
         pass
-    found = [int(m.group(1)) for p in root.glob("iter_*") if (m := ITER.match(p.name)) and (p / FILE).is_file()]
+    found = complete(root)
     return max(found) if found else None
+
+
+def complete(root: Path) -> list[int]:
+    """The iterations of ``root``'s complete checkpoints, oldest first."""
+    return sorted(int(m.group(1)) for p in root.glob("iter_*") if (m := ITER.match(p.name)) and (p / FILE).is_file())
+
+
+def validation_loss(root: Path, iteration: int) -> float | None:
+    """The validation loss recorded with a checkpoint, or None."""
+    try:
+        return float((folder(root, iteration) / VALIDATION).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def retained(root: Path, keep_last: int, keep_best: int) -> set[int]:
+    """The iterations :func:`prune` keeps: the newest ``keep_last``, the ``keep_best`` lowest validation losses
+    (checkpoints without one are not ranked), the newest, the tracker's; every one when both are 0."""
+    found = complete(root)
+    if not keep_last and not keep_best:
+        return set(found)
+    keep = set(found[-keep_last:]) if keep_last else set()
+    ranked = sorted((loss, it) for it in found if (loss := validation_loss(root, it)) is not None)
+    keep.update(it for _, it in ranked[:keep_best])
+    newest = latest(root)
+    keep.update(i for i in (found[-1] if found else None, newest) if i is not None)
+    return keep
+
+
+def prune(root: Path, keep_last: int, keep_best: int) -> list[int]:
+    """Delete the complete checkpoints :func:`retained` does not keep (rank 0, after a save); the deleted ones."""
+    keep = retained(root, keep_last, keep_best)
+    gone = [it for it in complete(root) if it not in keep]
+    for iteration in gone:
+        doomed = root / f".{folder(root, iteration).name}.deleting-{os.getpid()}"
+        os.replace(folder(root, iteration), doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+    return gone
 
 
 def load(root: Path, iteration: int) -> dict[str, Any]:

@@ -78,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--eval-iters", type=int, default=4, help="micro batches per rank per validation")
     out.add_argument("--log-interval", type=int, default=10)
     out.add_argument("--tensorboard-dir")
+    out.add_argument("--keep-last", type=int, default=0, metavar="N",
+                     help="after each save keep only the newest N checkpoints (0: keep every one)")
+    out.add_argument("--keep-best", type=int, default=0, metavar="N",
+                     help="after each save keep the N checkpoints of lowest validation loss, and the newest "
+                          "(0: off; with --keep-last, the union is kept); needs a validation at every save")
     out.add_argument("--exit-on-missing-checkpoint", action="store_true",
                      help="refuse to start from scratch when --load holds no checkpoint")
     return p
@@ -101,6 +106,27 @@ def resolve_blend(args: argparse.Namespace) -> Any:
     if bool(args.data_path) == bool(args.data_manifest):
         raise ScriptError("give exactly one of --data-path and --data-manifest")
     return read_manifest(args.data_manifest) if args.data_manifest else parse_data_path(args.data_path, args.data_dir)
+
+
+def check_retention(args: argparse.Namespace) -> None:
+    """``--keep-last``/``--keep-best`` refused (FlagError) when negative, or when a save would have no validation
+    loss to rank it by."""
+    from mlrecipe_scripts.megatron.gpt.samples import parse_split
+
+    for flag, value in (("--keep-last", args.keep_last), ("--keep-best", args.keep_best)):
+        if value < 0:
+            raise parallel.FlagError(f"{flag} {value}: must be 0 (keep every checkpoint) or positive")
+    if not args.keep_best:
+        return
+    if args.save_interval and (not args.eval_interval or args.save_interval % args.eval_interval):
+        raise parallel.FlagError(f"--keep-best {args.keep_best}: every save needs a validation: --save-interval "
+                                 f"{args.save_interval} must be a multiple of --eval-interval {args.eval_interval}")
+    try:
+        no_valid = parse_split(args.split)[1] <= 0
+    except ScriptError:
+        return  # the split's own error comes later
+    if no_valid:
+        raise parallel.FlagError(f"--keep-best {args.keep_best}: --split {args.split} leaves no validation data")
 
 
 def vocab_size(args: argparse.Namespace, blend: Any) -> int:
@@ -140,6 +166,8 @@ class Run:
             raise parallel.FlagError("--save with tensor/pipeline parallelism or --use-distributed-optimizer: "
                                      "megatron-core's sharded (torch_dist) checkpoint is not written yet")
         self.dp, self.dp_rank = self.layout.data, self.rank
+        check_retention(args)
+        self.validated: dict[int, float] = {}
         self.device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}" if self.cuda else "cpu")
         self.mb = args.micro_batch_size
         self.gb = args.global_batch_size or self.mb * self.dp
@@ -262,8 +290,12 @@ class Run:
             state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "iteration": step,
                      "rng": self.torch.get_rng_state(), "args": vars(self.args), "impl": self.impl,
                      "shape": self.shape.__dict__, "consumed_samples": step * self.gb}
-            path = checkpoint.save(Path(self.args.save), step, state)
+            root = Path(self.args.save)
+            path = checkpoint.save(root, step, state, self.validated.get(step))
             self.log(f"saved checkpoint {path}")
+            removed = checkpoint.prune(root, self.args.keep_last, self.args.keep_best)
+            if removed:
+                self.log("removed checkpoint(s) " + ", ".join(checkpoint.folder(root, i).name for i in removed))
         if self.world > 1:
             self.dist.barrier()
 
@@ -367,6 +399,8 @@ class Run:
 
     def validation(self, step: int, writer: Any) -> None:
         value = self.evaluate()
+        if value is not None:
+            self.validated[step] = value
         if value is None or self.rank != 0:
             return
         ppl = math.exp(min(value, 50.0))
