@@ -6,12 +6,18 @@
 model is at ``/opt/ml/model`` (``SM_MODEL_DIR``); the endpoint is ``Creating`` until the
 server has loaded the model and listens (``InService``), ``Failed`` with the reason if it cannot.
 ``delete_endpoint`` stops the server.
+
+An endpoint on a GPU instance type (``ml.p*``, ``ml.g*``) gets one GPU of this machine, leased as the local
+backend's steps and the training jobs lease theirs (:mod:`mlrecipe.backends.host.gpu_lease`): the server holds the
+lease until it ends (deleted, or failed), so no other step is given that GPU meanwhile; when every GPU is held the
+endpoint is ``Failed`` with their holders. An endpoint on another instance type sees no GPU.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mlrecipe.backends.host.devices import Gpu, visible_gpus
+from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
 from mlrecipe.backends.sagemaker import local_processes as procs
 from mlrecipe.backends.sagemaker.local_archive import ArchiveError, extract_model
 from mlrecipe.backends.sagemaker.local_channels import S3ClientFactory
@@ -27,6 +35,7 @@ from mlrecipe.backends.sagemaker.local_training import OK, validate_request
 
 SERVER = Path(__file__).with_name("local_model_server.py")
 MODEL_DIR = "/opt/ml/model"
+GPU_INSTANCE = re.compile(r"ml\.(p|g)[0-9]")
 
 
 def _model_mount_point() -> bool:
@@ -50,6 +59,7 @@ class LocalHosting:
     root: Path
     python_bin_dir: Path | None
     s3_client_factory: S3ClientFactory | None
+    gpu_lease_dir: Path
 
     @property
     def _models(self) -> Store:
@@ -106,6 +116,18 @@ class LocalHosting:
             raise _missing("endpoint configuration", EndpointConfigName, "DeleteEndpointConfig")
         return dict(OK)
 
+    def _lease_gpu(self, endpoint: str) -> tuple[GpuLease | None, list[tuple[Gpu, Holder | None]]]:
+        """One free GPU of this machine leased for ``endpoint`` (None and nothing busy when it has no GPU;
+        None and the holders when every GPU is held)."""
+        busy: list[tuple[Gpu, Holder | None]] = []
+        for gpu in visible_gpus():
+            lease = GpuLease(self.gpu_lease_dir, (gpu,), "sagemaker-local", endpoint)
+            held = lease.acquire()
+            if not held:
+                return lease, []
+            busy.extend(held)
+        return None, busy
+
     def _python(self) -> str:
         if self.python_bin_dir is not None:
             for name in ("python3", "python"):
@@ -142,7 +164,15 @@ class LocalHosting:
             self._endpoints.update(name, lambda r: r.update(status="Failed", failure_reason=reason,
                                                             modified=time.time()))
             return {"EndpointArn": record["arn"], **OK}
-        env = {**os.environ, **(container.get("Environment") or {})}
+        lease, busy = (self._lease_gpu(name) if GPU_INSTANCE.match(variant.get("InstanceType", ""))
+                       else (None, []))
+        if busy:
+            reason = f"InsufficientCapacity: every GPU of this machine is leased: {busy_message(busy)}"[:1024]
+            self._endpoints.update(name, lambda r: r.update(status="Failed", failure_reason=reason,
+                                                            modified=time.time()))
+            return {"EndpointArn": record["arn"], **OK}
+        devices = ",".join(str(g.index) for g in lease.gpus) if lease is not None else ""
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices, **(container.get("Environment") or {})}
         if self.python_bin_dir is not None:
             env["PATH"] = f"{self.python_bin_dir}{os.pathsep}{env.get('PATH', '')}"
         argv = [self._python(), str(SERVER), str(home)]
@@ -151,9 +181,14 @@ class LocalHosting:
             argv = procs.bind_argv([(str(home / "model"), MODEL_DIR)], argv)
         else:
             env["SM_MODEL_DIR"] = str(home / "model")
-        with open(home / "server.log", "ab") as log:
-            child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        try:
+            with open(home / "server.log", "ab") as log:
+                child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         pass_fds=lease.fds if lease is not None else ())
+        finally:
+            if lease is not None:
+                lease.close()  # the server holds it now, until it ends
         self._endpoints.update(name, lambda r: r.update(server=procs.identity(child.pid)))
         self._servers.append(child)
         return {"EndpointArn": record["arn"], **OK}

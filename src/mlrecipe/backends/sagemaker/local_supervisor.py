@@ -13,6 +13,7 @@ the lease to the hosts, so it is dropped when the last of them and the superviso
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -92,7 +93,7 @@ def _lease(store: Store, name: str, local: dict[str, Any], stop: _Stop, deadline
         note = f"Waiting for GPUs: {busy_message(busy)}"
         if note.split(" (pid")[0] != said.split(" (pid")[0]:
             said = note
-            store.update(name, lambda r: set_secondary(r, "Starting", said))
+            store.update(name, functools.partial(set_secondary, secondary="Starting", message=note))
         time.sleep(LEASE_RETRY_SECONDS)
     return lease
 
