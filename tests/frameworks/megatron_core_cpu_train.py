@@ -1,7 +1,10 @@
 """``gpt/pretrain.py``'s megatron-core training machinery (:class:`~mlrecipe_scripts.megatron.gpt.parallel.
 MegatronTrainer`: megatron-core's DDP, ``get_megatron_optimizer`` and forward-backward schedule) run on CPU for a
 test (``python -m tests.frameworks.megatron_core_cpu_train OUT.json FLAG...``): the flags are pretrain.py's; the
-trainer's TransformerConfig, optimizer class and the losses of 4 steps on one fixed batch are written to OUT.json.
+trainer's TransformerConfig, optimizer class and the losses of 4 steps on one fixed batch are written to OUT.json;
+then the trainer is saved with :func:`~mlrecipe_scripts.megatron.gpt.parallel.save_dist` (megatron-core's
+``torch_dist``) in OUT's folder's ``ckpt/`` and loaded into a fresh trainer, whose parameters, optimizer state and
+validation loss are compared with the saved one's.
 
 megatron-core 0.16.1 allocates a few bookkeeping tensors with ``device="cuda"`` (the optimizer's loss scale, the
 attention score buffer); this helper (a test's process, never the product) puts them on the CPU, as
@@ -26,6 +29,15 @@ def _on_cpu(factory: Any) -> Any:
     return make
 
 
+def _tensors(state: Any) -> Any:
+    """A nested state dict's tensors as lists (for an exact comparison)."""
+    if isinstance(state, dict):
+        return {str(k): _tensors(v) for k, v in sorted(state.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(state, (list, tuple)):
+        return [_tensors(v) for v in state]
+    return state.tolist() if hasattr(state, "tolist") else state
+
+
 def main(out: Path, flags: list[str]) -> None:
     import torch
     import torch.distributed as dist
@@ -40,6 +52,7 @@ def main(out: Path, flags: list[str]) -> None:
     tensor_parallel.random.CudaRNGStatesTracker.fork = (  # type: ignore[method-assign]
         lambda self, name="model-parallel-rng": contextlib.nullcontext())
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
+    torch.cuda.synchronize = lambda *args, **kwargs: None  # type: ignore[assignment]
     for name in ("tensor", "zeros", "empty", "ones"):
         setattr(torch, name, _on_cpu(getattr(torch, name)))
     dist.init_process_group("gloo", store=dist.FileStore(tempfile.mktemp(prefix="mcore-train-"), 1), rank=0,
@@ -54,8 +67,23 @@ def main(out: Path, flags: list[str]) -> None:
     batches = [torch.randint(0, 64, (2, 17)) for _ in range(2)]
     losses = [trainer.step(batches, 2) / 2 for _ in range(4)]
     config = trainer.config
+    valid = trainer.evaluate(batches[:1], 1)
+    shape = Shape(2, 64, 2, 16, 64)
+    folder = parallel.save_dist(trainer, out.parent / "ckpt", 4, {"iteration": 4, "shape": dict(shape.__dict__),
+                                                                  "args": dict(vars(args)), "impl": "megatron"}, valid)
+    torch.manual_seed(4)
+    fresh = parallel.MegatronTrainer(shape, args, torch.device("cpu"))
+    differ_before = any(not torch.equal(a, b) for a, b in zip(trainer.module.parameters(), fresh.module.parameters(),
+                                                               strict=True))
+    common = parallel.load_dist(fresh, folder)
+    same = all(torch.equal(a, b) for a, b in zip(trainer.module.parameters(), fresh.module.parameters(), strict=True))
+    old_state = trainer.optimizer.state_dict()
+    new_state = fresh.optimizer.state_dict()
     out.write_text(json.dumps({
-        "losses": losses, "valid": trainer.evaluate(batches[:1], 1), "optimizer": type(trainer.optimizer).__name__,
+        "losses": losses, "valid": valid, "optimizer": type(trainer.optimizer).__name__, "folder": str(folder),
+        "resumed": {"differ_before": differ_before, "parameters_equal": same, "iteration": common.get("iteration"),
+                    "valid": fresh.evaluate(batches[:1], 1),
+                    "optimizer_equal": repr(_tensors(old_state)) == repr(_tensors(new_state))},
         "inner": [type(o).__name__ for o in getattr(trainer.optimizer, "chained_optimizers", [trainer.optimizer])],
         "model": type(trainer.model).__name__, "hidden_dropout": config.hidden_dropout,
         "attention_dropout": config.attention_dropout, "tp": config.tensor_model_parallel_size,

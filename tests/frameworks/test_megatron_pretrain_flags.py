@@ -1,7 +1,8 @@
 """``gpt/pretrain.py``'s Megatron-LM parallelism and dropout flags: refused on the plain-torch (CPU) path with one
 ``error:`` line and exit status 2 before anything is written; on the megatron-core path parsed into the layout
 (world / (tp x pp) data-parallel replicas), megatron-core's TransformerConfig, DDP and optimizer configs, and a real
-megatron-core training step through its schedule on CPU. Checkpoint retention (``--keep-last``, ``--keep-best``):
+megatron-core training step through its schedule on CPU, saved as megatron-core's distributed checkpoint and loaded
+back. Checkpoint retention (``--keep-last``, ``--keep-best``):
 which folders a prune keeps, and a real CPU run that keeps exactly those and resumes."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from mlrecipe_scripts.megatron.gpt import checkpoint, parallel
 from mlrecipe_scripts.megatron.gpt.pretrain import build_parser, check_retention
-from tests.frameworks.megatron_pretrain_data import REPO, TINY, run_pretrain, script_env, write_dataset
+from tests.frameworks.megatron_pretrain_data import PRETRAIN, REPO, TINY, run_pretrain, script_env, write_dataset
 
 BASE = ["--train-iters", "2", "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4"]
 REFUSED = [(["--tensor-model-parallel-size", "2"], "--tensor-model-parallel-size 2", 1),
@@ -107,6 +108,18 @@ def test_megatron_core_trainer_steps_through_its_schedule_on_cpu(tmp_path: Path)
     losses = result["losses"]
     assert losses[-1] < losses[0] - 0.3, losses
     assert 0 < result["valid"] < losses[0]
+    folder = Path(result["folder"])
+    assert folder == tmp_path / "ckpt" / "iter_0000004" and checkpoint.is_dist(folder)
+    assert checkpoint.latest(tmp_path / "ckpt") == 4
+    assert checkpoint.validation_loss(tmp_path / "ckpt", 4) == result["valid"]
+    resumed = result["resumed"]
+    assert resumed["differ_before"] and resumed["parameters_equal"] and resumed["optimizer_equal"], resumed
+    assert (resumed["iteration"], resumed["valid"]) == (4, result["valid"])
+    exported = subprocess.run([sys.executable, str(PRETRAIN.with_name("export_hf.py")), "--load",
+                               str(tmp_path / "ckpt"), "--output", str(tmp_path / "hf")], capture_output=True,
+                              text=True, timeout=300, env=script_env())
+    assert exported.returncode == 0, exported.stdout[-2000:] + exported.stderr[-2000:]
+    assert "(megatron, 2 layers x 64, vocabulary 64)" in exported.stdout
 
 
 def test_prune_keeps_the_newest_the_best_and_the_trackers_iteration(tmp_path: Path) -> None:

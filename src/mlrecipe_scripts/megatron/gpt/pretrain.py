@@ -161,10 +161,6 @@ class Run:
             raise parallel.FlagError(refusal)
         else:
             self.layout = parallel.Layout(1, 1, self.world)
-        if self.impl == "megatron" and args.save and (self.layout.tensor * self.layout.pipeline > 1
-                                                       or args.use_distributed_optimizer):
-            raise parallel.FlagError("--save with tensor/pipeline parallelism or --use-distributed-optimizer: "
-                                     "megatron-core's sharded (torch_dist) checkpoint is not written yet")
         self.dp, self.dp_rank = self.layout.data, self.rank
         check_retention(args)
         self.validated: dict[int, float] = {}
@@ -274,6 +270,14 @@ class Run:
             if self.args.exit_on_missing_checkpoint:
                 raise ScriptError(f"--load {root}: no checkpoint to resume from")
             return 0
+        where = checkpoint.folder(Path(root), iteration)
+        if checkpoint.is_dist(where):
+            if self.trainer is None:
+                raise ScriptError(f"{where}: a megatron-core distributed checkpoint; resume it on the megatron-core "
+                                  "path (--impl megatron, GPUs)")
+            parallel.load_dist(self.trainer, where)
+            self.log(f"resumed from {where} at step {iteration}")
+            return iteration
         state = checkpoint.load(Path(root), iteration)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -286,13 +290,19 @@ class Run:
 
         if not self.args.save:
             return
-        if self.rank == 0:
+        root = Path(self.args.save)
+        if self.trainer is not None:
+            common = {"iteration": step, "args": dict(vars(self.args)), "impl": self.impl,
+                      "shape": dict(self.shape.__dict__), "consumed_samples": step * self.gb}
+            path = parallel.save_dist(self.trainer, root, step, common, self.validated.get(step))
+            self.log(f"saved checkpoint {path} (megatron-core torch_dist)")
+        elif self.rank == 0:
             state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "iteration": step,
                      "rng": self.torch.get_rng_state(), "args": vars(self.args), "impl": self.impl,
                      "shape": self.shape.__dict__, "consumed_samples": step * self.gb}
-            root = Path(self.args.save)
             path = checkpoint.save(root, step, state, self.validated.get(step))
             self.log(f"saved checkpoint {path}")
+        if self.rank == 0:
             removed = checkpoint.prune(root, self.args.keep_last, self.args.keep_best)
             if removed:
                 self.log("removed checkpoint(s) " + ", ".join(checkpoint.folder(root, i).name for i in removed))

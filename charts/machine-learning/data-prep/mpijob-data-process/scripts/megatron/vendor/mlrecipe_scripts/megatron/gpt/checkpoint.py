@@ -1,6 +1,8 @@
-"""Pretraining checkpoints in Megatron's folder names: ``<save>/iter_0000100/model_optim_rng.pt`` and the tracker
-``<save>/latest_checkpointed_iteration.txt``; the file's keys are this script's own (not megatron-core's distributed
-checkpoint, not NeMo's), read back by this script only.
+"""Pretraining checkpoints in Megatron's folder names: ``<save>/iter_0000100/`` and the tracker
+``<save>/latest_checkpointed_iteration.txt``. The plain-torch path writes ``model_optim_rng.pt`` with this script's own
+keys (not Megatron's, not NeMo's; read back by this script and the export only); the megatron-core path writes
+megatron-core's distributed checkpoint (``torch_dist``: every rank its shards, ``metadata.json``, ``common.pt``;
+:func:`.parallel.save_dist`).
 
 A checkpoint is written to a temporary sibling folder and renamed into place, then the tracker is replaced
 atomically; a process killed at any point leaves the previous checkpoint readable. Loading takes the tracker's
@@ -14,6 +16,7 @@ never leaves a partial folder that looks like a checkpoint.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -40,6 +43,12 @@ def save(root: Path, iteration: int, state: dict[str, Any], validation_loss: flo
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     torch.save(state, tmp / FILE)
+    return commit(root, tmp, iteration, validation_loss)
+
+
+def commit(root: Path, tmp: Path, iteration: int, validation_loss: float | None = None) -> Path:
+    """Move a fully written checkpoint folder ``tmp`` into place as ``iteration``'s and point the tracker at it."""
+    final = folder(root, iteration)
     if validation_loss is not None:
         (tmp / VALIDATION).write_text(f"{validation_loss!r}\n")
     shutil.rmtree(final, ignore_errors=True)
@@ -50,11 +59,25 @@ def save(root: Path, iteration: int, state: dict[str, Any], validation_loss: flo
     return final
 
 
+def is_dist(path: Path) -> bool:
+    """Whether ``path`` holds a complete megatron-core distributed checkpoint (``torch_dist``)."""
+    try:
+        meta = json.loads((path / "metadata.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("sharded_backend") == "torch_dist" and (path / ".metadata").is_file()
+
+
+def is_complete(path: Path) -> bool:
+    """Whether an ``iter_*`` folder holds a complete checkpoint of either layout this script writes."""
+    return (path / FILE).is_file() or is_dist(path)
+
+
 def latest(root: Path) -> int | None:
     """The iteration to resume from, or None when ``root`` holds no complete checkpoint."""
     try:
         named = int((root / TRACKER).read_text().strip())
-        if (folder(root, named) / FILE).is_file():
+        if is_complete(folder(root, named)):
             return named
     except (OSError, ValueError):
         pass
@@ -64,7 +87,7 @@ def latest(root: Path) -> int | None:
 
 def complete(root: Path) -> list[int]:
     """The iterations of ``root``'s complete checkpoints, oldest first."""
-    return sorted(int(m.group(1)) for p in root.glob("iter_*") if (m := ITER.match(p.name)) and (p / FILE).is_file())
+    return sorted(int(m.group(1)) for p in root.glob("iter_*") if (m := ITER.match(p.name)) and is_complete(p))
 
 
 def validation_loss(root: Path, iteration: int) -> float | None:

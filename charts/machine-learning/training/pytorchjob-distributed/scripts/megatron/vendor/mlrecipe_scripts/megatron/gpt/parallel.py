@@ -13,7 +13,9 @@ anything starts.
 from __future__ import annotations
 
 import argparse
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # flag -> (argparse dest, default): what the plain-torch path accepts only at its default
@@ -168,3 +170,40 @@ class MegatronTrainer:
             value = self._run(batches, micro_batches, forward_only=True)
         self.model.train()
         return value
+
+
+def save_dist(trainer: MegatronTrainer, root: Path, iteration: int, common: dict[str, Any],
+              validation_loss: float | None = None) -> Path:
+    """Every rank writes its shards of the model and optimizer (megatron-core's ``dist_checkpointing``,
+    ``torch_dist``) into one temporary folder; rank 0 then moves it into place as ``iter_NNNNNNN`` and points the
+    tracker at it. ``common`` (iteration, args, shape) goes to ``common.pt``. Call on every rank."""
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+
+    from mlrecipe_scripts.megatron.gpt import checkpoint
+
+    tmp = root / f".{checkpoint.folder(root, iteration).name}.tmp-dist"
+    if dist.get_rank() == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    dist.barrier()
+    model = trainer.module.sharded_state_dict()
+    dist_checkpointing.save({"model": model, "optimizer": trainer.optimizer.sharded_state_dict(model), **common},
+                            str(tmp))
+    dist.barrier()
+    final = checkpoint.commit(root, tmp, iteration, validation_loss) if dist.get_rank() == 0 else \
+        checkpoint.folder(root, iteration)
+    dist.barrier()
+    return final
+
+
+def load_dist(trainer: MegatronTrainer, folder: Path) -> dict[str, Any]:
+    """Load a :func:`save_dist` checkpoint into this rank's model and optimizer; its common items."""
+    from megatron.core import dist_checkpointing
+
+    model = trainer.module.sharded_state_dict()
+    template = {"model": model, "optimizer": trainer.optimizer.sharded_state_dict(model, is_loading=True)}
+    state = dist_checkpointing.load(template, str(folder))
+    trainer.module.load_state_dict(state.pop("model"))
+    trainer.optimizer.load_state_dict(state.pop("optimizer"))
+    return state
