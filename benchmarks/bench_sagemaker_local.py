@@ -12,8 +12,12 @@
    step in mode aws): ``load_pipeline`` plus each step's check, plan (for SageMaker: the ``create_training_job``
    request, validated against botocore's service model) and ``materialize``, in this process: cold, then the median
    of ``--repeats``; target <= 0.5 s. Also the whole command ``mlrecipe run pipeline.yaml --dry-run`` in a new process.
+3. A 2-host job that only echoes (issue 37, point 2), ``mlrecipe install`` from launch to exit, as a user runs it:
+   on the local backend and through ``-b sagemaker -B mode=local`` (the default ``poll_seconds``), alternating
+   A B / B A after one untimed warm-up of each. Medians, their difference and ratio; target: local mode within 1 s
+   of the local backend.
 
-    .venv/bin/python benchmarks/bench_sagemaker_local.py [--runs 5] [--repeats 5]
+    .venv/bin/python benchmarks/bench_sagemaker_local.py [--runs 5] [--repeats 5] [--echo-runs 5] [--only echo]
 
 It prints figures and exits 0 (1 only when a run fails); it asserts no target.
 """
@@ -258,6 +262,47 @@ def planning_section(repeats: int, tmp: Path) -> None:
           f"{statistics.median(cli) * 1000:.0f} ms")
 
 
+ECHO_RECIPE = "image: python\nresources: {nnodes: 2}\npvc: []\ntrain:\n  command: [echo, 'hello from $HOSTNAME']\n"
+
+
+def echo_install(home: Path, release: str, backend: list[str]) -> float:
+    """Seconds from launching ``mlrecipe install`` of the 2-host echo job to its exit (then uninstalled)."""
+    recipe = home / "echo.yaml"
+    recipe.write_text(ECHO_RECIPE)
+    env = {**os.environ, "MLRECIPE_HOME": str(home)}
+    start = time.perf_counter()
+    done = subprocess.run([str(BIN / "mlrecipe"), "install", release, "training/pytorchjob-distributed", "-f",
+                           str(recipe), *backend], capture_output=True, text=True, env=env, check=False,
+                          start_new_session=True)
+    seconds = time.perf_counter() - start
+    subprocess.run([str(BIN / "mlrecipe"), "uninstall", release], capture_output=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(backend)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    return seconds
+
+
+def echo_section(runs: int, tmp: Path) -> None:
+    home = tmp / "echo-home"
+    home.mkdir()
+    sides = {"local backend (-b local)": ["-b", "local"],
+             "SageMaker local mode (-b sagemaker -B mode=local)": ["-b", "sagemaker", "-B", "mode=local"]}
+    for i, backend in enumerate(sides.values()):
+        echo_install(home, f"echo-warm-{i}", backend)
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for i in range(runs):
+        order = list(sides) if i % 2 == 0 else list(reversed(sides))
+        for name in order:
+            times[name].append(echo_install(home, f"echo-{i}", sides[name]))
+    local, sagemaker = (statistics.median(t) for t in times.values())
+    diffs = [b - a for a, b in zip(*times.values(), strict=True)]
+    print(f"3. a 2-host echo job, 'mlrecipe install' launch -> exit, median of {runs} (alternating), "
+          f"load {os.getloadavg()[0]:.1f}:")
+    for name, values in times.items():
+        print(f"   {statistics.median(values):7.3f} s  {name}  (runs: {', '.join(f'{v:.2f}' for v in values)})")
+    print(f"   local mode - local backend: {sagemaker - local:+.3f} s (median of per-round differences "
+          f"{statistics.median(diffs):+.3f} s), ratio {sagemaker / local:.2f}; target: within 1 s")
+
+
 def compile_bytecode() -> None:
     """Byte-compile the source tree, as installing a wheel does: with ``PYTHONDONTWRITEBYTECODE`` set (some shells
     set it) an editable checkout would otherwise compile every changed module on every start, a cost no installed
@@ -272,14 +317,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="alternating rounds of section 1")
     parser.add_argument("--repeats", type=int, default=5, help="warm repeats of section 2")
+    parser.add_argument("--echo-runs", type=int, default=5, help="alternating rounds of section 3")
+    parser.add_argument("--only", choices=["first-step", "planning", "echo"], help="run one section only")
     args = parser.parse_args()
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     compile_bytecode()
     with tempfile.TemporaryDirectory() as tmp:
-        planning_section(args.repeats, Path(tmp))
+        if args.only in (None, "planning"):
+            planning_section(args.repeats, Path(tmp))
         os.environ.pop("MLRECIPE_HOME", None)
-        if args.runs > 0:
+        if args.runs > 0 and args.only in (None, "first-step"):
             first_step_section(args.runs, Path(tmp))
+        if args.echo_runs > 0 and args.only in (None, "echo"):
+            echo_section(args.echo_runs, Path(tmp))
     return 0
 
 

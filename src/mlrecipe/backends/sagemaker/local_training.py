@@ -269,6 +269,22 @@ class LocalTraining:
             page["NextToken"] = str(start + MaxResults)
         return page
 
+    def job_end_fd(self, TrainingJobName: str) -> int | None:
+        """Local-only: a pidfd of the job's supervisor, readable once it has ended (the job's status is final
+        then), so that a watcher learns of the end at once instead of at its next DescribeTrainingJob. The caller
+        closes it. None when the job has no running supervisor, or this kernel has no pidfds."""
+        supervisor = self._pids(TrainingJobName).get("supervisor")
+        if not supervisor or not procs.alive(supervisor):
+            return None
+        try:
+            fd = os.pidfd_open(supervisor[0])
+        except (AttributeError, OSError):
+            return None
+        if not procs.alive(supervisor):  # the pid was reused between the look and the open
+            os.close(fd)
+            return None
+        return fd
+
     def log_path(self, job_name: str, host_index: int) -> Path:
         """Local-only: the log file of host ``host_index`` (0 is ``algo-1``) of a training job."""
         return self._jobs.home(job_name) / "logs" / f"algo-{host_index + 1}.log"

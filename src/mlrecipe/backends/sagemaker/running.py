@@ -1,8 +1,12 @@
-"""A submitted training job as the runner watches it: DescribeTrainingJob at most once per ``poll_seconds``."""
+"""A submitted training job as the runner watches it: DescribeTrainingJob at most once per ``poll_seconds``, and at
+once when the job ended in local mode (its client hands a pidfd of the job's supervisor: the runner wakes as it
+exits, as it does for the local backend's node processes)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import select
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +34,37 @@ class SageMakerRunningStep(RunningStep[TrainingJobHandle]):
         self.on_end = on_end
         self.job: dict[str, Any] | None = None
         self._outcome: StepOutcome | None = None
+        self._end_fd: int | None = None
+        self._end_fd_asked = False
+
+    def _job_end_fd(self) -> int | None:
+        """The local-mode client's pidfd of the job's supervisor (asked once), or None (SageMaker in AWS)."""
+        if not self._end_fd_asked:
+            self._end_fd_asked = True
+            opener = getattr(self.client, "job_end_fd", None)
+            if callable(opener):
+                with contextlib.suppress(Exception):  # without it the runner still describes every poll_seconds
+                    self._end_fd = opener(TrainingJobName=self.handle.job_name)
+        return self._end_fd
+
+    def _ended(self) -> bool:
+        """Whether the job's supervisor has exited (its pidfd is readable)."""
+        fd = self._job_end_fd()
+        if fd is None:
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+
+    def _unwatch(self) -> None:
+        if self._end_fd is not None:
+            os.close(self._end_fd)
+            self._end_fd = None
+
+    def wakeup_fds(self) -> list[int]:
+        """Local mode: the pidfd of the job's supervisor while it runs (the runner looks as it exits)."""
+        fd = self._job_end_fd()
+        return [fd] if fd is not None and self._outcome is None and not self._ended() else []
 
     def describe(self) -> dict[str, Any]:
         """DescribeTrainingJob of the step's job (transient errors raise ``TransientBackendError``)."""
@@ -40,11 +75,12 @@ class SageMakerRunningStep(RunningStep[TrainingJobHandle]):
     def poll(self) -> StepOutcome | None:
         if self._outcome is not None:
             return self._outcome
-        if not self.clock.due():
+        if not self._ended() and not self.clock.due():
             return None
         outcome = status.job_outcome(self.describe())
         if outcome is None:
             return None
+        self._unwatch()
         assert self.job is not None
         if outcome.state is StepState.SUCCEEDED:
             artifacts = status.model_artifacts(self.job)
