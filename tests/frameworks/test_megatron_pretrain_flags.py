@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mlrecipe_scripts.core.script_core import ScriptError
 from mlrecipe_scripts.megatron.gpt import checkpoint, parallel
 from mlrecipe_scripts.megatron.gpt.pretrain import build_parser, check_retention
 from tests.frameworks.megatron_pretrain_data import PRETRAIN, REPO, TINY, run_pretrain, script_env, write_dataset
@@ -115,6 +116,8 @@ def test_megatron_core_trainer_steps_through_its_schedule_on_cpu(tmp_path: Path)
     resumed = result["resumed"]
     assert resumed["differ_before"] and resumed["parameters_equal"] and resumed["optimizer_equal"], resumed
     assert (resumed["iteration"], resumed["valid"]) == (4, result["valid"])
+    with pytest.raises(ScriptError, match=r"a megatron-core checkpoint \(torch_dist\); this reader takes"):
+        checkpoint.load(tmp_path / "ckpt", 4)
     exported = subprocess.run([sys.executable, str(PRETRAIN.with_name("export_hf.py")), "--load",
                                str(tmp_path / "ckpt"), "--output", str(tmp_path / "hf")], capture_output=True,
                               text=True, timeout=300, env=script_env())

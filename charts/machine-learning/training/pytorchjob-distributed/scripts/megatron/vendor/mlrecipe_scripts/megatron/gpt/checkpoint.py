@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from mlrecipe_scripts.core.script_core import ScriptError
+
 TRACKER = "latest_checkpointed_iteration.txt"
 FILE = "model_optim_rng.pt"
 VALIDATION = "validation_loss.txt"
@@ -124,4 +126,8 @@ def prune(root: Path, keep_last: int, keep_best: int) -> list[int]:
 
 
 def load(root: Path, iteration: int) -> dict[str, Any]:
+    """The plain-torch layout's state (ScriptError for a megatron-core distributed checkpoint)."""
+    if is_dist(folder(root, iteration)):
+        raise ScriptError(f"{folder(root, iteration)}: a megatron-core checkpoint (torch_dist); this reader takes "
+                          f"{FILE} only (gpt/export_hf.py reads both)")
     return torch.load(folder(root, iteration) / FILE, map_location="cpu", weights_only=False)
