@@ -164,7 +164,7 @@ def median_of(argv: list[str], runs: int, env: dict[str, str] | None = None) -> 
 
 def floors(tmp: Path, runs: int = 5) -> dict[str, float]:
     """What no local-mode launch can go below: the pieces on its path, each timed alone (median of ``runs``)."""
-    from mlrecipe.backends.sagemaker.local_processes import host_argv
+    from mlrecipe.backends.sagemaker.local.processes import host_argv
 
     tree, hosts = tmp / "floor-tree", tmp / "floor-hosts"
     tree.mkdir()
@@ -178,8 +178,8 @@ def floors(tmp: Path, runs: int = 5) -> dict[str, float]:
         "python -c 'import botocore.session; session.get_service_model(\"sagemaker\")'":
             median_of([python, "-c", "import botocore.session as s; s.get_session().get_service_model('sagemaker')"],
                       runs),
-        "supervisor's imports (python -c 'import ...local_supervisor')":
-            median_of([python, "-c", "import mlrecipe.backends.sagemaker.local_supervisor"], runs),
+        "supervisor's imports (python -c 'import ...local.supervisor')":
+            median_of([python, "-c", "import mlrecipe.backends.sagemaker.local.supervisor"], runs),
         "host namespaces + 2 bind mounts + hostname, running 'true'":
             median_of(host_argv("algo-1", [(str(tree), "/opt/ml"), (str(hosts), "/etc/hosts")], ["true"]), runs),
     }

@@ -19,7 +19,7 @@ pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not insta
 from mlrecipe.backends.base import ReleaseContext, StepState
 from mlrecipe.backends.sagemaker.backend import SageMakerBackend
 from mlrecipe.backends.sagemaker.endpoint import artifacts_var
-from mlrecipe.backends.sagemaker.local_processes import group_members
+from mlrecipe.backends.sagemaker.local.processes import group_members
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.spec.load import load_step_release
 

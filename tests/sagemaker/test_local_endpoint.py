@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from mlrecipe.backends.sagemaker import local_processes as procs
-from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+from mlrecipe.backends.sagemaker.local import processes as procs
+from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 
 pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent

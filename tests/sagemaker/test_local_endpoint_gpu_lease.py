@@ -18,7 +18,7 @@ import pytest
 
 from mlrecipe.backends.host.devices import visible_gpus
 from mlrecipe.backends.host.gpu_lease import is_free
-from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 from tests.fake_gpus import install_fake_nvidia_smi
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not installed")
 
-from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 
 
 def _member(name: str, data: bytes = b"x", **fields: object) -> tuple[tarfile.TarInfo, bytes]:

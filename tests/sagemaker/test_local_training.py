@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
-from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 
 pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
@@ -241,7 +241,7 @@ def test_exit_status_without_failure_file_is_reported(client: LocalSageMakerClie
 SECOND_CLIENT = textwrap.dedent('''
     import json, sys
     from pathlib import Path
-    from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+    from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
     c = LocalSageMakerClient(Path(sys.argv[1]))
     d = c.describe_training_job(TrainingJobName="stop-job")
     jobs = c.list_training_jobs(NameContains="stop")["TrainingJobSummaries"]

@@ -16,7 +16,7 @@ pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not insta
 from typer.testing import CliRunner
 
 from mlrecipe.backends.sagemaker.client import aws_client
-from mlrecipe.backends.sagemaker.local_channels import StagingError, file_system_mounts, stage_channels
+from mlrecipe.backends.sagemaker.local.channels import StagingError, file_system_mounts, stage_channels
 from mlrecipe.cli.app import app
 from mlrecipe.errors import BackendError
 

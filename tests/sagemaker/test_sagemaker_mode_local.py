@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 from tests.integration.helpers import cli, start_cli
 
 pytestmark = pytest.mark.integration

@@ -148,7 +148,7 @@ def test_a_release_in_two_namespaces_needs_the_full_address() -> None:
 
 
 def test_local_mode_finds_a_model_and_config_left_without_their_endpoint(tmp_path: Path) -> None:
-    from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+    from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 
     client = LocalSageMakerClient(tmp_path / "sagemaker-local")
     for release, name in (("cnn", "cnn-endpoint-5e6f7a8b"), ("cnn-x", "cnn-x-endpoint-0a1b2c3d")):

@@ -2,7 +2,7 @@
 
 Public to the rest of mlrecipe (``infra/``, ``kfp/``): the names in ``__all__``; everything else in this package
 is the backend's own. The names load on first use, so a local job's supervisor
-(``python -m mlrecipe.backends.sagemaker.local_supervisor``) starts without pydantic or the spec; boto3 is imported
+(``python -m mlrecipe.backends.sagemaker.local.supervisor``) starts without pydantic or the spec; boto3 is imported
 only when a client is made.
 """
 

@@ -56,7 +56,7 @@ class ClientProvider:
         """A client of ``service`` (sagemaker, s3, logs); ``quick`` as :func:`aws_client`'s (mode aws only)."""
         if service == "sagemaker" and self.mode == "local":
             require_boto3()
-            from mlrecipe.backends.sagemaker.local_client import LocalSageMakerClient
+            from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 
             return LocalSageMakerClient(self.local_root, Path(sys.executable).parent, endpoint_url=self.endpoint_url)
         return aws_client(service, self.region, self.endpoint_url, quick=quick)

@@ -2,8 +2,8 @@
 
 :class:`LocalSageMakerClient` answers the boto3 SageMaker client's calls that the backend makes, with the same
 keyword arguments, response dicts and ``botocore.exceptions.ClientError`` codes: training jobs
-(:mod:`.local_training`: one process group per host ``algo-N`` in private namespaces, SageMaker's ``/opt/ml``
-tree and ``SM_*`` variables) and real-time endpoints (:mod:`.local_hosting`: an HTTP server on 127.0.0.1 serving
+(:mod:`.training`: one process group per host ``algo-N`` in private namespaces, SageMaker's ``/opt/ml``
+tree and ``SM_*`` variables) and real-time endpoints (:mod:`.hosting`: an HTTP server on 127.0.0.1 serving
 ``/ping`` and ``/invocations``). State lives under ``root``, so another process's client sees and stops the
 same jobs. Local-only extras: :meth:`log_path` and :meth:`endpoint_url`.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.host.gpu_lease import default_lease_dir
-from mlrecipe.backends.sagemaker.local_channels import S3ClientFactory
-from mlrecipe.backends.sagemaker.local_hosting import LocalHosting
-from mlrecipe.backends.sagemaker.local_store import KINDS, Store, client_error
-from mlrecipe.backends.sagemaker.local_training import OK, LocalTraining
+from mlrecipe.backends.sagemaker.local.channels import S3ClientFactory
+from mlrecipe.backends.sagemaker.local.hosting import LocalHosting
+from mlrecipe.backends.sagemaker.local.store import KINDS, Store, client_error
+from mlrecipe.backends.sagemaker.local.training import OK, LocalTraining
 
 NESTED = {"training-job": True, "model": False, "endpoint-config": False, "endpoint": True}
 

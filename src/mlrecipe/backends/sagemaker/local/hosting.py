@@ -1,8 +1,8 @@
 """Models, endpoint configs and endpoints of local SageMaker mode.
 
 ``create_endpoint`` checks and extracts the first production variant's model archive (``file://`` or ``s3://``,
-:mod:`.local_archive`; an archive that cannot be read or is refused makes the endpoint ``Failed`` at once) and starts
-:mod:`.local_model_server` with the client's Python in its own session, in a private mount namespace where the
+:mod:`.archive`; an archive that cannot be read or is refused makes the endpoint ``Failed`` at once) and starts
+:mod:`.model_server` with the client's Python in its own session, in a private mount namespace where the
 model is at ``/opt/ml/model`` (``SM_MODEL_DIR``); the endpoint is ``Creating`` until the
 server has loaded the model and listens (``InService``), ``Failed`` with the reason if it cannot.
 ``delete_endpoint`` stops the server.
@@ -27,13 +27,13 @@ from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
 from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
-from mlrecipe.backends.sagemaker import local_processes as procs
-from mlrecipe.backends.sagemaker.local_archive import ArchiveError, extract_model
-from mlrecipe.backends.sagemaker.local_channels import S3ClientFactory
-from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, when
-from mlrecipe.backends.sagemaker.local_training import OK, validate_request
+from mlrecipe.backends.sagemaker.local import processes as procs
+from mlrecipe.backends.sagemaker.local.archive import ArchiveError, extract_model
+from mlrecipe.backends.sagemaker.local.channels import S3ClientFactory
+from mlrecipe.backends.sagemaker.local.store import Store, arn, client_error, when
+from mlrecipe.backends.sagemaker.local.training import OK, validate_request
 
-SERVER = Path(__file__).with_name("local_model_server.py")
+SERVER = Path(__file__).with_name("model_server.py")
 MODEL_DIR = "/opt/ml/model"
 GPU_INSTANCE = re.compile(r"ml\.(p|g)[0-9]")
 
@@ -54,7 +54,7 @@ def _missing(what: str, name: str, operation: str) -> Exception:
 
 
 class LocalHosting:
-    """The hosting half of :class:`~.local_client.LocalSageMakerClient`."""
+    """The hosting half of :class:`~.client.LocalSageMakerClient`."""
 
     root: Path
     python_bin_dir: Path | None

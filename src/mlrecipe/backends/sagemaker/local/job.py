@@ -6,7 +6,7 @@ import math
 import time
 from typing import Any
 
-from mlrecipe.backends.sagemaker.local_store import arn, when
+from mlrecipe.backends.sagemaker.local.store import arn, when
 
 TERMINAL = ("Completed", "Failed", "Stopped")
 FAILURE_REASON_MAX = 1024

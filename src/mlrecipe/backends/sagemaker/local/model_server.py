@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SageMaker's hosting contract on 127.0.0.1: ``GET /ping`` and ``POST /invocations`` (standard library only).
 
-Usage: ``python3 local_model_server.py ENDPOINT_DIR``. ``$SM_MODEL_DIR`` (else ``ENDPOINT_DIR/model/``) holds the
+Usage: ``python3 model_server.py ENDPOINT_DIR``. ``$SM_MODEL_DIR`` (else ``ENDPOINT_DIR/model/``) holds the
 extracted model archive; its ``code/<SAGEMAKER_PROGRAM or inference.py>`` may define ``model_fn(model_dir)``,
 ``input_fn(body, content_type)``, ``predict_fn(data, model)`` and ``output_fn(prediction, accept)``, as for
 SageMaker's PyTorch containers; the defaults below stand in for those it lacks (``model_fn``: a TorchScript
@@ -177,7 +177,7 @@ def make_server(model_dir: Path) -> ThreadingHTTPServer:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.stderr.write("usage: local_model_server.py ENDPOINT_DIR\n")
+        sys.stderr.write("usage: model_server.py ENDPOINT_DIR\n")
         return 2
     home = Path(args[0])
     try:

@@ -1,6 +1,6 @@
-"""The detached process that runs one local training job: ``python -m ...local_supervisor ROOT JOB_NAME``.
+"""The detached process that runs one local training job (``python -m <this module> ROOT JOB_NAME``).
 
-It starts one process group per host (see :mod:`.local_processes`), records their identities in ``pids.json``,
+It starts one process group per host (see :mod:`.processes`), records their identities in ``pids.json``,
 waits, and ends the job as SageMaker would: Completed when every host exits 0 (host 1's ``model/`` packed as
 ``model.tar.gz``), Failed when one does not (the reason from ``/opt/ml/output/failure``, else the exit status
 and the log's tail; the other hosts are stopped), Stopped on SIGTERM (StopTrainingJob) or past
@@ -26,9 +26,9 @@ from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.gpu_lease import GpuLease, busy_message
-from mlrecipe.backends.sagemaker import local_processes as procs
-from mlrecipe.backends.sagemaker.local_job import fail, set_secondary
-from mlrecipe.backends.sagemaker.local_store import Store, write_json
+from mlrecipe.backends.sagemaker.local import processes as procs
+from mlrecipe.backends.sagemaker.local.job import fail, set_secondary
+from mlrecipe.backends.sagemaker.local.store import Store, write_json
 
 POLL_SECONDS = 0.05
 LEASE_RETRY_SECONDS = 0.2
@@ -183,7 +183,7 @@ def run(root: Path, name: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        sys.stderr.write("usage: python -m mlrecipe.backends.sagemaker.local_supervisor ROOT JOB_NAME\n")
+        sys.stderr.write("usage: python -m mlrecipe.backends.sagemaker.local.supervisor ROOT JOB_NAME\n")
         return 2
     try:
         return run(Path(args[0]), args[1])

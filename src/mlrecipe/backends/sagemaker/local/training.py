@@ -2,7 +2,7 @@
 
 ``create_training_job`` validates the request with botocore's SageMaker service model (as the boto3 client would),
 builds each host's ``/opt/ml`` tree, stages the channels, and starts the job's detached supervisor
-(:mod:`.local_supervisor`), so the job outlives the calling process and any client on the same root can describe
+(:mod:`.supervisor`), so the job outlives the calling process and any client on the same root can describe
 or stop it.
 """
 
@@ -19,16 +19,16 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
-from mlrecipe.backends.sagemaker import local_processes as procs
-from mlrecipe.backends.sagemaker.local_channels import (
+from mlrecipe.backends.sagemaker.local import processes as procs
+from mlrecipe.backends.sagemaker.local.channels import (
     S3ClientFactory,
     StagingError,
     file_system_mounts,
     stage_channels,
 )
-from mlrecipe.backends.sagemaker.local_job import TERMINAL, describe, fail, new_record, set_secondary, summary
-from mlrecipe.backends.sagemaker.local_store import Store, arn, client_error, not_found, write_json
-from mlrecipe.backends.sagemaker.local_tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
+from mlrecipe.backends.sagemaker.local.job import TERMINAL, describe, fail, new_record, set_secondary, summary
+from mlrecipe.backends.sagemaker.local.store import Store, arn, client_error, not_found, write_json
+from mlrecipe.backends.sagemaker.local.tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
 from mlrecipe.backends.sagemaker.service_model import validate_request
 from mlrecipe.ports import free_port
 
@@ -68,7 +68,7 @@ def _local_path(uri: str) -> Path | None:
 
 
 class LocalTraining:
-    """The training-job half of :class:`~.local_client.LocalSageMakerClient`."""
+    """The training-job half of :class:`~.client.LocalSageMakerClient`."""
 
     root: Path
     python_bin_dir: Path | None
@@ -163,7 +163,7 @@ class LocalTraining:
         home = self._jobs.home(name)
         with open(home / "supervisor.log", "ab") as log:
             child = subprocess.Popen(
-                [sys.executable, "-m", "mlrecipe.backends.sagemaker.local_supervisor", str(self.root), name],
+                [sys.executable, "-m", "mlrecipe.backends.sagemaker.local.supervisor", str(self.root), name],
                 env=_scrubbed_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
         write_json(home / "pids.json", {"supervisor": procs.identity(child.pid), "hosts": []})
