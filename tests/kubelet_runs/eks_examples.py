@@ -243,7 +243,10 @@ MEGATRON = FRAMEWORKS / "megatron"
 PRETRAIN_SIZES = {"--num-layers": "2", "--hidden-size": "96", "--num-attention-heads": "3", "--seq-length": "64",
                   "--micro-batch-size": "4", "--global-batch-size": "8", "--train-iters": "30",
                   "--lr": "3e-3", "--min-lr": "3e-4", "--lr-warmup-iters": "2", "--log-interval": "5",
-                  "--eval-interval": "15", "--eval-iters": "2", "--save-interval": "15", "--split": "90,5,5"}
+                  "--eval-interval": "15", "--eval-iters": "2", "--save-interval": "15", "--split": "90,5,5",
+                  # the plain-torch GPT on CPU refuses megatron-core's parallelism and dropout
+                  "--tensor-model-parallel-size": "1", "--hidden-dropout": "0.0", "--attention-dropout": "0.0"}
+MEGATRON_CORE_ONLY = ("--use-distributed-optimizer",)
 
 
 def with_options(args: list[str], options: dict[str, str]) -> list[str]:
@@ -264,7 +267,8 @@ def test_megatron_eks_pipeline_tokenizer_data_pretrain_export(tmp_path: Path) ->
     """The example's tokenizer (Job: hf-snapshot, from a Hub stand-in on 127.0.0.1 serving the test corpus's
     tokenizer, without its ``pip3 install --upgrade huggingface-hub`` line: the environment has it and nothing is
     fetched from PyPI), data (MPIJob, 2 x 1, the Pile shards from a mirror on 127.0.0.1), pretrain (PyTorchJob 2 x 1
-    on CPU: the plain-torch GPT of the same script) and export steps. The serve step is a RayService, a kind the
+    on CPU: the plain-torch GPT of the same script, without the overlay's tensor parallelism, distributed optimizer
+    and dropout, which only megatron-core's path takes) and export steps. The serve step is a RayService, a kind the
     harness does not cover."""
     pytest.importorskip("zstandard")
     pytest.importorskip("tokenizers")
@@ -299,7 +303,8 @@ def test_megatron_eks_pipeline_tokenizer_data_pretrain_export(tmp_path: Path) ->
     pretrain = steps["pretrain"]
     args = list(yaml.safe_load(pretrain.recipes[-1].read_text())["train"]["args"])
     out = run_step(release, pretrain, {"resources": {"nnodes": 2, "nproc_per_node": 1, "requests": {"cpu": "1"}},
-                                       "train": {"args": with_options(args, PRETRAIN_SIZES)}})
+                                       "train": {"args": [a for a in with_options(args, PRETRAIN_SIZES)
+                                                          if a not in MEGATRON_CORE_ONLY]}})
     assert "nvidia.com/gpu requests of 8 rewritten to none" in out and "ok: PyTorchJob/" in out
     losses = _metric(release, "loss")
     assert len(losses) >= 4 and losses[-1] < losses[0], losses
