@@ -27,8 +27,8 @@ from typing import Any
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.gpu_lease import GpuLease, busy_message
 from mlrecipe.backends.sagemaker.local import processes as procs
-from mlrecipe.backends.sagemaker.local.job import fail, set_secondary
-from mlrecipe.backends.sagemaker.local.store import Store, write_json
+from mlrecipe.backends.sagemaker.local.job import JobStatus, JobStore, TrainingJobRecord, fail, set_secondary
+from mlrecipe.backends.sagemaker.local.store import write_json
 
 POLL_SECONDS = 0.05
 LEASE_RETRY_SECONDS = 0.2
@@ -82,7 +82,7 @@ def _failure_reason(local: dict[str, Any], codes: list[int | None]) -> str:
     return "AlgorithmError: a host failed"
 
 
-def _lease(store: Store, name: str, local: dict[str, Any], stop: _Stop, deadline: float) -> GpuLease | None:
+def _lease(store: JobStore, name: str, local: dict[str, Any], stop: _Stop, deadline: float) -> GpuLease | None:
     """The job's GPUs leased, waiting while another step holds one; None when stopped or past the deadline first."""
     gpus = tuple(Gpu(int(index), str(uuid), str(model), None) for index, uuid, model in local.get("gpus") or [])
     lease = GpuLease(Path(local["lease_dir"]), gpus, "sagemaker-local", name)
@@ -109,31 +109,31 @@ def _pack(directory: Path, archive: Path) -> None:
 
 def run(root: Path, name: str) -> int:
     """Run job ``name`` to its end; the exit status is 0 unless the job could not be run at all."""
-    store = Store(root, "training-job", nested=True)
+    store = JobStore(root)
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     record = store.read(name)
     if record is None:
         return 2
-    local = record["local"]
+    local = record.local
     home = store.home(name)
     deadline = time.monotonic() + float(local["max_run"])
     lease = _lease(store, name, local, stop, deadline) if local.get("gpus") else None
     if local.get("gpus") and lease is None:
-        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
+        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED))
         return 0
 
-    def training(r: dict[str, Any]) -> None:
-        if r["status"] == "InProgress":
-            r["started"] = time.time()
+    def training(r: TrainingJobRecord) -> None:
+        if r.status is JobStatus.IN_PROGRESS:
+            r.started = time.time()
             set_secondary(r, "Training", "Training image download completed. Training in progress.")
 
     current = store.update(name, training)
     if current is None:
         return 2
-    if current["status"] != "InProgress":  # stopped before it started
-        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
+    if current.status is not JobStatus.IN_PROGRESS:  # stopped before it started
+        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED))
         return 0
     hosts = _start_hosts(local, lease.fds if lease is not None else [])
     idents = [procs.identity(p.pid) for p in hosts]
@@ -156,10 +156,10 @@ def run(root: Path, name: str) -> int:
     procs.remove_host_temps(local["hosts"], idents)  # what a killed host's runtime could not remove
     codes = [p.returncode for p in hosts]
     if ending == "stopped":
-        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", "Stopped"))
+        store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED))
     elif ending == "max-runtime":
         store.update(name, lambda r: set_secondary(
-            r, "MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded", "Stopped"))
+            r, "MaxRuntimeExceeded", "Training job stopped: MaxRuntimeInSeconds exceeded", JobStatus.STOPPED))
     elif any(c != 0 for c in codes):
         reason = _failure_reason(local, codes)
         store.update(name, lambda r: fail(r, reason))
@@ -172,9 +172,9 @@ def run(root: Path, name: str) -> int:
         if any(output.iterdir()):
             _pack(output, archive.with_name("output.tar.gz"))
 
-        def completed(r: dict[str, Any]) -> None:
-            r["model_artifacts"] = archive.as_uri()
-            set_secondary(r, "Completed", "Training job completed", "Completed")
+        def completed(r: TrainingJobRecord) -> None:
+            r.model_artifacts = archive.as_uri()
+            set_secondary(r, "Completed", "Training job completed", JobStatus.COMPLETED)
 
         store.update(name, completed)
     return 0
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(Path(args[0]), args[1])
     except Exception as exc:  # the job must end with a reason whatever went wrong here
         reason = f"InternalServerError: local supervisor: {type(exc).__name__}: {exc}"
-        Store(Path(args[0]), "training-job", nested=True).update(args[1], lambda r: fail(r, reason))
+        JobStore(Path(args[0])).update(args[1], lambda r: fail(r, reason))
         sys.stderr.write(json.dumps({"error": reason}) + "\n")
         return 1
 

@@ -26,8 +26,17 @@ from mlrecipe.backends.sagemaker.local.channels import (
     file_system_mounts,
     stage_channels,
 )
-from mlrecipe.backends.sagemaker.local.job import TERMINAL, describe, fail, new_record, set_secondary, summary
-from mlrecipe.backends.sagemaker.local.store import Store, arn, client_error, not_found, write_json
+from mlrecipe.backends.sagemaker.local.job import (
+    JobStatus,
+    JobStore,
+    TrainingJobRecord,
+    describe,
+    fail,
+    new_record,
+    set_secondary,
+    summary,
+)
+from mlrecipe.backends.sagemaker.local.store import arn, client_error, not_found, write_json
 from mlrecipe.backends.sagemaker.local.tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
 from mlrecipe.backends.sagemaker.service_model import validate_request
 from mlrecipe.ports import free_port
@@ -78,8 +87,8 @@ class LocalTraining:
     gpu_lease_dir: Path
 
     @property
-    def _jobs(self) -> Store:
-        return Store(self.root, "training-job", nested=True)
+    def _jobs(self) -> JobStore:
+        return JobStore(self.root)
 
     def _plan_local(self, request: dict[str, Any]) -> dict[str, Any]:
         name = request["TrainingJobName"]
@@ -150,16 +159,16 @@ class LocalTraining:
         self._check_local(request)
         name = request["TrainingJobName"]
         record = new_record(request, self._plan_local(request))
-        if not self._jobs.create(name, record):
+        if not self._jobs.create(record):
             raise client_error("ResourceInUse", f"Training job names must be unique within an AWS account and "
-                               f"region, and a training job with this name already exists ({record['arn']})",
+                               f"region, and a training job with this name already exists ({record.arn})",
                                "CreateTrainingJob")
         try:
-            self._prepare(name, request, record["local"])
+            self._prepare(name, request, record.local)
         except (StagingError, OSError) as exc:
             reason = str(exc) if isinstance(exc, StagingError) else f"ClientError: staging failed: {exc}"
             self._jobs.update(name, lambda r: fail(r, reason))
-            return {"TrainingJobArn": record["arn"], **OK}
+            return {"TrainingJobArn": record.arn, **OK}
         home = self._jobs.home(name)
         with open(home / "supervisor.log", "ab") as log:
             child = subprocess.Popen(
@@ -168,7 +177,7 @@ class LocalTraining:
                 start_new_session=True)
         write_json(home / "pids.json", {"supervisor": procs.identity(child.pid), "hosts": []})
         self._children.append(child)
-        return {"TrainingJobArn": record["arn"], **OK}
+        return {"TrainingJobArn": record.arn, **OK}
 
     @property
     def _children(self) -> list[subprocess.Popen]:
@@ -183,21 +192,21 @@ class LocalTraining:
         except (OSError, ValueError):
             return {}
 
-    def _reconcile(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+    def _reconcile(self, name: str, record: TrainingJobRecord) -> TrainingJobRecord:
         """A job whose supervisor is gone while it runs ends now (Stopped if stopping, else Failed)."""
-        if record["status"] not in ("InProgress", "Stopping"):
+        if not record.status.running:
             return record
         pids = self._pids(name)
         if "supervisor" not in pids or procs.alive(pids["supervisor"]):
             return record
         for ident in pids.get("hosts", []):
             procs.kill_host(ident)
-        procs.remove_host_temps(record["local"]["hosts"], pids.get("hosts", []))
+        procs.remove_host_temps(record.local["hosts"], pids.get("hosts", []))
 
-        def end(r: dict[str, Any]) -> None:
-            if r["status"] == "Stopping":
-                set_secondary(r, "Stopped", "Training job stopped", "Stopped")
-            elif r["status"] == "InProgress":
+        def end(r: TrainingJobRecord) -> None:
+            if r.status is JobStatus.STOPPING:
+                set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED)
+            elif r.status is JobStatus.IN_PROGRESS:
                 fail(r, f"InternalServerError: the local job's supervisor ended (see "
                         f"{self._jobs.home(name) / 'supervisor.log'})")
 
@@ -214,23 +223,23 @@ class LocalTraining:
         """StopTrainingJob: the job goes Stopping, then Stopped once its hosts have ended (SIGTERM, then SIGKILL
         after the grace)."""
         op = "StopTrainingJob"
-        states: list[str] = []
+        states: list[JobStatus] = []
 
-        def stopping(r: dict[str, Any]) -> None:
-            states.append(r["status"])
-            if r["status"] == "InProgress":
-                set_secondary(r, "Stopping", "Stopping the training job", "Stopping")
+        def stopping(r: TrainingJobRecord) -> None:
+            states.append(r.status)
+            if r.status is JobStatus.IN_PROGRESS:
+                set_secondary(r, "Stopping", "Stopping the training job", JobStatus.STOPPING)
 
         if self._jobs.update(TrainingJobName, stopping) is None:
             raise not_found(op)
-        if states[0] not in ("InProgress", "Stopping"):
+        if not states[0].running:
             raise client_error("ValidationException", f"The request was rejected because the training job is in "
-                               f"status {states[0]}.", op)
+                               f"status {states[0].value}.", op)
         supervisor = self._pids(TrainingJobName).get("supervisor")
         if supervisor and procs.alive(supervisor):
             os.kill(supervisor[0], 15)
-        else:
-            self._reconcile(TrainingJobName, self._jobs.read(TrainingJobName) or {})
+        elif (record := self._jobs.read(TrainingJobName)) is not None:
+            self._reconcile(TrainingJobName, record)
         return dict(OK)
 
     def remove_job_tree(self, TrainingJobName: str, timeout: float = 30.0) -> bool:
@@ -242,7 +251,7 @@ class LocalTraining:
             record = self._jobs.read(TrainingJobName)
             if record is None:
                 return False
-            if self._reconcile(TrainingJobName, record)["status"] in TERMINAL:
+            if self._reconcile(TrainingJobName, record).status.ended:
                 break
             if time.monotonic() > deadline:
                 return False
@@ -258,7 +267,7 @@ class LocalTraining:
         (``NextToken`` while more remain)."""
         records = [r for n in self._jobs.names() if (not NameContains or NameContains in n)
                    and (r := self._jobs.read(n)) is not None]  # a job's directory is named after it
-        found = [summary(self._reconcile(r["request"]["TrainingJobName"], r)) for r in records]
+        found = [summary(self._reconcile(r.name, r)) for r in records]
         if StatusEquals:
             found = [s for s in found if s["TrainingJobStatus"] == StatusEquals]
         key = {"Name": "TrainingJobName", "Status": "TrainingJobStatus"}.get(SortBy, "CreationTime")
