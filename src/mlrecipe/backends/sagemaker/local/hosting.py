@@ -30,6 +30,7 @@ from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
 from mlrecipe.backends.sagemaker.local import processes as procs
 from mlrecipe.backends.sagemaker.local.archive import ArchiveError, extract_model
 from mlrecipe.backends.sagemaker.local.channels import S3ClientFactory
+from mlrecipe.backends.sagemaker.local.endpoint import EndpointRecord, EndpointStatus, EndpointStore
 from mlrecipe.backends.sagemaker.local.store import Store, arn, client_error, when
 from mlrecipe.backends.sagemaker.local.training import OK, validate_request
 
@@ -46,6 +47,10 @@ def _model_mount_point() -> bool:
     if not os.path.isdir(MODEL_DIR) and os.geteuid() == 0:
         os.makedirs(MODEL_DIR, exist_ok=True)
     return os.path.isdir(MODEL_DIR)
+
+
+def _failed(record: EndpointRecord, reason: str) -> None:
+    record.status, record.failure_reason, record.modified = EndpointStatus.FAILED, reason, time.time()
 
 
 def _missing(what: str, name: str, operation: str) -> Exception:
@@ -70,8 +75,8 @@ class LocalHosting:
         return Store(self.root, "endpoint-config")
 
     @property
-    def _endpoints(self) -> Store:
-        return Store(self.root, "endpoint", nested=True)
+    def _endpoints(self) -> EndpointStore:
+        return EndpointStore(self.root)
 
     def _create(self, store: Store, kind: str, name: str, request: dict[str, Any], operation: str,
                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -147,12 +152,12 @@ class LocalHosting:
         model = self._models.read(variant["ModelName"])
         if model is None:
             raise _missing("model", variant["ModelName"], op)
-        record = {"request": request, "arn": arn("endpoint", name), "created": time.time(), "modified": time.time(),
-                  "status": "Creating", "failure_reason": None, "port": None, "server": None,
-                  "variant": variant, "creator": procs.identity(os.getpid())}
-        if not self._endpoints.create(name, record):
+        now = time.time()
+        record = EndpointRecord(request=request, arn=arn("endpoint", name), variant=variant, created=now,
+                                modified=now, creator=procs.identity(os.getpid()))
+        if not self._endpoints.create(record):
             raise client_error("ValidationException", f"Cannot create already existing endpoint "
-                               f"\"{record['arn']}\".", op)
+                               f"\"{record.arn}\".", op)
         home = self._endpoints.home(name)
         container = model["request"].get("PrimaryContainer") or (model["request"].get("Containers") or [{}])[0]
         try:
@@ -161,16 +166,14 @@ class LocalHosting:
             reason = str(exc)[:1024]
             shutil.rmtree(home / "model", ignore_errors=True)
             (home / "model.tar.gz").unlink(missing_ok=True)
-            self._endpoints.update(name, lambda r: r.update(status="Failed", failure_reason=reason,
-                                                            modified=time.time()))
-            return {"EndpointArn": record["arn"], **OK}
+            self._endpoints.update(name, lambda r: _failed(r, reason))
+            return {"EndpointArn": record.arn, **OK}
         lease, busy = (self._lease_gpu(name) if GPU_INSTANCE.match(variant.get("InstanceType", ""))
                        else (None, []))
         if busy:
             reason = f"InsufficientCapacity: every GPU of this machine is leased: {busy_message(busy)}"[:1024]
-            self._endpoints.update(name, lambda r: r.update(status="Failed", failure_reason=reason,
-                                                            modified=time.time()))
-            return {"EndpointArn": record["arn"], **OK}
+            self._endpoints.update(name, lambda r: _failed(r, reason))
+            return {"EndpointArn": record.arn, **OK}
         devices = ",".join(str(g.index) for g in lease.gpus) if lease is not None else ""
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices, **(container.get("Environment") or {})}
         if self.python_bin_dir is not None:
@@ -189,9 +192,10 @@ class LocalHosting:
         finally:
             if lease is not None:
                 lease.close()  # the server holds it now, until it ends
-        self._endpoints.update(name, lambda r: r.update(server=procs.identity(child.pid)))
+        server = procs.identity(child.pid)
+        self._endpoints.update(name, lambda r: setattr(r, "server", server))
         self._servers.append(child)
-        return {"EndpointArn": record["arn"], **OK}
+        return {"EndpointArn": record.arn, **OK}
 
     @property
     def _servers(self) -> list[subprocess.Popen]:
@@ -200,24 +204,33 @@ class LocalHosting:
         self._server_children[:] = [c for c in self._server_children if c.poll() is None]
         return self._server_children
 
-    def _settle(self, name: str, record: dict[str, Any]) -> dict[str, Any]:
+    def _settle(self, name: str, record: EndpointRecord) -> EndpointRecord:
         """A ``Creating`` endpoint becomes ``InService`` once its server is ready, ``Failed`` if it cannot be."""
-        if record["status"] != "Creating":
+        if record.status is not EndpointStatus.CREATING:
             return record
         home = self._endpoints.home(name)
         change: dict[str, Any] = {}
         if (home / "ready.json").is_file():
-            change = {"status": "InService", "port": json.loads((home / "ready.json").read_text())["port"]}
+            change = {"status": EndpointStatus.IN_SERVICE,
+                      "port": json.loads((home / "ready.json").read_text())["port"]}
         elif (home / "failed.txt").is_file():
-            change = {"status": "Failed", "failure_reason": (home / "failed.txt").read_text()[:1024]}
-        elif record["server"] and not procs.alive(record["server"]):
-            change = {"status": "Failed", "failure_reason": f"the model server exited (see {home / 'server.log'})"}
-        elif not record["server"] and not procs.alive(record.get("creator")):
-            change = {"status": "Failed", "failure_reason": "the endpoint's creation was interrupted before its "
+            change = {"status": EndpointStatus.FAILED, "failure_reason": (home / "failed.txt").read_text()[:1024]}
+        elif record.server and not procs.alive(record.server):
+            change = {"status": EndpointStatus.FAILED,
+                      "failure_reason": f"the model server exited (see {home / 'server.log'})"}
+        elif not record.server and not procs.alive(record.creator):
+            change = {"status": EndpointStatus.FAILED,
+                      "failure_reason": "the endpoint's creation was interrupted before its "
                                                             "model server started"}
         if not change:
             return record
-        return self._endpoints.update(name, lambda r: r.update(change, modified=time.time())) or record
+
+        def settle(r: EndpointRecord) -> None:
+            for key, value in change.items():
+                setattr(r, key, value)
+            r.modified = time.time()
+
+        return self._endpoints.update(name, settle) or record
 
     def describe_endpoint(self, EndpointName: str) -> dict[str, Any]:
         """DescribeEndpoint: ``Creating`` -> ``InService`` | ``Failed`` (with ``FailureReason``)."""
@@ -225,15 +238,15 @@ class LocalHosting:
         if record is None:
             raise _missing("endpoint", EndpointName, "DescribeEndpoint")
         record = self._settle(EndpointName, record)
-        variant = record["variant"]
-        out = {"EndpointName": EndpointName, "EndpointArn": record["arn"],
-               "EndpointConfigName": record["request"]["EndpointConfigName"], "EndpointStatus": record["status"],
-               "CreationTime": when(record["created"]), "LastModifiedTime": when(record["modified"]),
+        variant = record.variant
+        out = {"EndpointName": EndpointName, "EndpointArn": record.arn,
+               "EndpointConfigName": record.request["EndpointConfigName"], "EndpointStatus": record.status.value,
+               "CreationTime": when(record.created), "LastModifiedTime": when(record.modified),
                "ProductionVariants": [{"VariantName": variant.get("VariantName", "AllTraffic"),
                                        "CurrentInstanceCount": variant.get("InitialInstanceCount", 1),
                                        "DesiredInstanceCount": variant.get("InitialInstanceCount", 1)}], **OK}
-        if record["failure_reason"]:
-            out["FailureReason"] = record["failure_reason"]
+        if record.failure_reason:
+            out["FailureReason"] = record.failure_reason
         return out
 
     def delete_endpoint(self, EndpointName: str) -> dict[str, Any]:
@@ -242,7 +255,7 @@ class LocalHosting:
         record = self._endpoints.read(EndpointName)
         if record is None:
             raise _missing("endpoint", EndpointName, "DeleteEndpoint")
-        server = record.get("server")
+        server = record.server
         if server:
             procs.end_host(server, 5.0, reap=lambda: self._servers)  # returns when no server process holds the port
         with self._endpoints.locked():
@@ -274,7 +287,7 @@ class LocalHosting:
         if record is None:
             raise _missing("endpoint", endpoint_name, "DescribeEndpoint")
         record = self._settle(endpoint_name, record)
-        if record["status"] != "InService":
-            raise client_error("ValidationException", f"Endpoint {endpoint_name} is {record['status']}, not "
+        if record.status is not EndpointStatus.IN_SERVICE:
+            raise client_error("ValidationException", f"Endpoint {endpoint_name} is {record.status.value}, not "
                                "InService.", "InvokeEndpoint")
-        return f"http://127.0.0.1:{record['port']}"
+        return f"http://127.0.0.1:{record.port}"

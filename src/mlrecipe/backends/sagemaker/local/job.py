@@ -8,13 +8,11 @@ import dataclasses
 import enum
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlrecipe.backends.sagemaker.local.store import Store, arn, when
+from mlrecipe.backends.sagemaker.local.store import Store, TypedStore, arn, when
 
 FAILURE_REASON_MAX = 1024
 
@@ -72,48 +70,11 @@ class TrainingJobRecord:
         return cls(**{**{k: v for k, v in data.items() if k in known}, "status": JobStatus(data["status"])})
 
 
-class JobStore:
-    """The training jobs under a root, as typed records (:class:`~.store.Store` underneath: one JSON file each,
-    read-modify-write under a lock)."""
+class JobStore(TypedStore[TrainingJobRecord]):
+    """The training jobs under a root, as typed records."""
 
     def __init__(self, root: Path) -> None:
-        self.store = Store(root, "training-job", nested=True)
-
-    def home(self, name: str) -> Path:
-        return self.store.home(name)
-
-    def names(self) -> list[str]:
-        return self.store.names()
-
-    def locked(self) -> AbstractContextManager[None]:
-        return self.store.locked()
-
-    def read(self, name: str) -> TrainingJobRecord | None:
-        data = self.store.read(name)
-        return TrainingJobRecord.from_json(data) if data is not None else None
-
-    def create(self, record: TrainingJobRecord) -> bool:
-        """Write a new record; False when a job of its name exists already."""
-        return self.store.create(record.name, record.to_json())
-
-    def update(self, name: str, change: Callable[[TrainingJobRecord], None]) -> TrainingJobRecord | None:
-        """Apply ``change`` under the lock and store it; the new record, or None if the job is gone."""
-        out: list[TrainingJobRecord] = []
-
-        def typed(data: dict[str, Any]) -> None:
-            record = TrainingJobRecord.from_json(data)
-            change(record)
-            data.clear()
-            data.update(record.to_json())
-            out.append(record)
-
-        return out[0] if self.store.update(name, typed) is not None else None
-
-    def __iter__(self) -> Iterator[TrainingJobRecord]:
-        for name in self.names():
-            record = self.read(name)
-            if record is not None:
-                yield record
+        super().__init__(Store(root, "training-job", nested=True), TrainingJobRecord)
 
 
 def new_record(request: dict[str, Any], local: dict[str, Any]) -> TrainingJobRecord:

@@ -15,7 +15,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 ACCOUNT = "000000000000"
 REGION = "local"
@@ -119,3 +119,53 @@ class Store:
                 return False
             self.path(name).unlink()
             return True
+
+
+class Record(Protocol):
+    """A typed record kept as JSON: a training job's or an endpoint's."""
+
+    @property
+    def name(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=Record)
+
+
+class TypedStore(Generic[R]):
+    """The records of one kind as typed records (``record_type.from_json`` / ``to_json``) over a :class:`Store`."""
+
+    def __init__(self, store: Store, record_type: Any) -> None:
+        self.store = store
+        self.record_type = record_type
+
+    def home(self, name: str) -> Path:
+        return self.store.home(name)
+
+    def names(self) -> list[str]:
+        return self.store.names()
+
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        return self.store.locked()
+
+    def read(self, name: str) -> R | None:
+        data = self.store.read(name)
+        return self.record_type.from_json(data) if data is not None else None  # type: ignore[no-any-return]
+
+    def create(self, record: R) -> bool:
+        """Write a new record; False when one of its name exists already."""
+        return self.store.create(record.name, record.to_json())
+
+    def update(self, name: str, change: Callable[[R], None]) -> R | None:
+        """Apply ``change`` under the lock and store it; the new record, or None if it is gone."""
+        out: list[R] = []
+
+        def typed(data: dict[str, Any]) -> None:
+            record = self.record_type.from_json(data)
+            change(record)
+            data.clear()
+            data.update(record.to_json())
+            out.append(record)
+
+        return out[0] if self.store.update(name, typed) is not None else None
