@@ -1,9 +1,10 @@
 """The detached process that runs one local training job (``python -m <this module> ROOT JOB_NAME``).
 
-It starts one process group per host (see :mod:`.processes`), records their identities in ``pids.json``,
-waits, and ends the job as SageMaker would: Completed when every host exits 0 (host 1's ``model/`` packed as
-``model.tar.gz``), Failed when one does not (the reason from ``/opt/ml/output/failure``, else the exit status
-and the log's tail; the other hosts are stopped), Stopped on SIGTERM (StopTrainingJob) or past
+It starts the hosts as one node group (:class:`~mlrecipe.backends.host.nodes.NodeGroup`: one process group per
+host in its own namespaces, a pidfd each, so the end of a host is seen at once), records their identities in
+``pids.json``, waits, and ends the job as SageMaker would: Completed when every host exits 0 (host 1's
+``model/`` packed as ``model.tar.gz``), Failed when one does not (the reason from ``/opt/ml/output/failure``,
+else the exit status and the log's tail; the other hosts are stopped), Stopped on SIGTERM (StopTrainingJob) or past
 ``MaxRuntimeInSeconds``. Stopping sends SIGTERM to each host's processes and SIGKILL after the grace.
 
 Before the hosts start it takes the machine-wide GPU lease (:mod:`mlrecipe.backends.host.gpu_lease`) on the GPUs
@@ -17,7 +18,6 @@ import functools
 import json
 import os
 import signal
-import subprocess
 import sys
 import tarfile
 import time
@@ -26,11 +26,13 @@ from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.gpu_lease import GpuLease, busy_message
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec
 from mlrecipe.backends.sagemaker.local import processes as procs
 from mlrecipe.backends.sagemaker.local.job import JobStatus, JobStore, TrainingJobRecord, fail, set_secondary
 from mlrecipe.backends.sagemaker.local.store import write_json
 
-POLL_SECONDS = 0.05
+#: How often the wait for the hosts looks at a stop request (a host's end wakes it at once, through its pidfd).
+STOP_LOOK_SECONDS = 0.1
 LEASE_RETRY_SECONDS = 0.2
 
 
@@ -41,29 +43,14 @@ class _Stop:
         self.requested = True
 
 
-def _start_hosts(local: dict[str, Any], lease_fds: list[int]) -> list[subprocess.Popen]:
-    started = []
-    for host in local["hosts"]:
-        env = {**os.environ, **host["env"]}
-        with open(host["log"], "ab") as log:
-            started.append(subprocess.Popen(
-                procs.host_argv(host["name"], [tuple(m) for m in host["mounts"]], local["argv"]), env=env,
-                cwd=host["tree"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                pass_fds=lease_fds, start_new_session=True, preexec_fn=procs.set_parent_death_kill))
-    return started
-
-
-def _end_hosts(hosts: list[subprocess.Popen], grace: float) -> None:
-    idents = [procs.identity(p.pid) for p in hosts]
-    for ident in idents:
-        procs.signal_group(ident, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(p.poll() is None for p in hosts):
-        time.sleep(POLL_SECONDS)
-    for ident in idents:
-        procs.kill_host(ident)
-    for p in hosts:
-        p.wait()
+def _start_hosts(local: dict[str, Any], lease_fds: list[int]) -> NodeGroup:
+    """The job's hosts as one node group, started: each its own host (namespaces, hostname, ``/opt/ml``)."""
+    group = NodeGroup([NodeSpec(argv=list(local["argv"]), env={**os.environ, **host["env"]},
+                                log_path=Path(host["log"]), cwd=Path(host["tree"]), hostname=host["name"],
+                                mounts=tuple((str(m[0]), str(m[1])) for m in host["mounts"]))
+                       for host in local["hosts"]], pass_fds=lease_fds)
+    group.start()
+    return group
 
 
 def _failure_reason(local: dict[str, Any], codes: list[int | None]) -> str:
@@ -136,11 +123,11 @@ def run(root: Path, name: str) -> int:
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED))
         return 0
     hosts = _start_hosts(local, lease.fds if lease is not None else [])
-    idents = [procs.identity(p.pid) for p in hosts]
+    idents = hosts.identities()
     write_json(home / "pids.json", {"supervisor": procs.identity(os.getpid()), "hosts": idents})
     ending = None
     while ending is None:
-        codes = [p.poll() for p in hosts]
+        codes = hosts.codes()
         if all(c is not None for c in codes):
             ending = "exited"
         elif any(c not in (None, 0) for c in codes):
@@ -150,11 +137,12 @@ def run(root: Path, name: str) -> int:
         elif time.monotonic() > deadline:
             ending = "max-runtime"
         else:
-            time.sleep(POLL_SECONDS)
+            hosts.wait_any(min(STOP_LOOK_SECONDS, max(0.0, deadline - time.monotonic())))
     if ending != "exited":
-        _end_hosts(hosts, float(local["stop_grace"]))
+        hosts.stop(float(local["stop_grace"]))
+    hosts.close()
     procs.remove_host_temps(local["hosts"], idents)  # what a killed host's runtime could not remove
-    codes = [p.returncode for p in hosts]
+    codes = hosts.codes()
     if ending == "stopped":
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED))
     elif ending == "max-runtime":
