@@ -96,16 +96,19 @@ def _opener() -> urllib.request.OpenerDirector:
 
 
 def probe(url: str, timeout: float = 1.0) -> bool:
-    """Whether ``GET url`` answers 2xx right now."""
+    """Whether ``GET url`` answers 2xx right now (a port that answers something other than HTTP is not ready)."""
+    import http.client
+
     try:
         with _opener().open(url, timeout=timeout) as resp:
             return 200 <= resp.status < 300
-    except (OSError, ValueError):  # urllib.error.URLError is an OSError
+    except (OSError, ValueError, http.client.HTTPException):  # urllib.error.URLError is an OSError
         return False
 
 
 def health_problem(url: str, timeout: float = 2.0) -> str | None:
     """Why ``GET url`` does not answer 2xx right now (``None`` when it does)."""
+    import http.client
     import urllib.error
 
     try:
@@ -115,6 +118,8 @@ def health_problem(url: str, timeout: float = 2.0) -> str | None:
         return f"GET {url} answered {exc.code}"
     except (OSError, ValueError) as exc:
         return f"GET {url} failed: {getattr(exc, 'reason', None) or exc}"
+    except http.client.HTTPException as exc:
+        return f"GET {url} was not answered in HTTP ({type(exc).__name__})"
 
 
 @dataclass
