@@ -14,7 +14,8 @@ from pathlib import Path
 
 #: Where the choice falls when the ephemeral range cannot be read (Linux's default range starts at 32768).
 _DEFAULT_RANGE_START = 32768
-_LOWEST = 10000
+#: Above Ray's client port (10001) and its default worker ports (10002-19999), which Ray binds on purpose.
+_LOWEST = 20000
 _TRIES = 64
 
 

@@ -59,7 +59,24 @@ class BatchScript:
         return "\n".join(out) + "\n"
 
 
-FREE_PORT = "$(python3 -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])')"
+#: A port free on the node, chosen as :func:`mlrecipe.ports.free_port` chooses (below the ephemeral range, above
+#: Ray's worker ports): a port of the ephemeral range may be taken by a process that binds port 0 before the server
+#: binds it (seen: a Ray gRPC server answered the readiness probe).
+FREE_PORT = """$(python3 -c 'import random, socket
+def free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
+top = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+ports = [p for p in random.sample(range(20000, top), min(64, top - 20000)) if free(p)] if top > 20000 else []
+if not ports:
+    s = socket.socket()
+    s.bind(("", 0))
+    ports = [s.getsockname()[1]]
+print(ports[0])')"""
 
 
 def server_lines(port: int | None, url_file: str) -> list[str]:
