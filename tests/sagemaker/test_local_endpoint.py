@@ -5,9 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-import tarfile
 import textwrap
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from mlrecipe.backends.sagemaker.local import processes as procs
 from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
+from tests.sagemaker.local_endpoints import model_archive, settled
 
 pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
@@ -39,15 +38,6 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)  # the workshop posts images as applicati
 FAILING = "def model_fn(model_dir):\n    raise RuntimeError('weights are corrupt')\n"
 
 
-def _archive(path: Path, files: dict[str, bytes]) -> str:
-    with tarfile.open(path, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path.as_uri()
-
-
 def _deploy(client: LocalSageMakerClient, name: str, model_url: str) -> None:
     client.create_model(ModelName=f"{name}-model", ExecutionRoleArn="arn:aws:iam::000000000000:role/local",
                         PrimaryContainer={"Image": "local/mlrecipe-serve:latest", "ModelDataUrl": model_url})
@@ -56,16 +46,6 @@ def _deploy(client: LocalSageMakerClient, name: str, model_url: str) -> None:
         "InstanceType": "ml.m5.large"}])
     client.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config",
                            Tags=[{"Key": "mlrecipe/release", "Value": "r"}])
-
-
-def _settled(client: LocalSageMakerClient, name: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        out = client.describe_endpoint(EndpointName=name)
-        if out["EndpointStatus"] != "Creating":
-            return out
-        assert time.monotonic() < deadline, "endpoint still Creating"
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -79,12 +59,12 @@ def client(tmp_path: Path) -> Iterator[LocalSageMakerClient]:
 
 def test_endpoint_serves_the_archives_handler_and_is_gone_after_delete(client: LocalSageMakerClient,
                                                                         tmp_path: Path) -> None:
-    url = _archive(tmp_path / "model.tar.gz", {
+    url = model_archive(tmp_path / "model.tar.gz", {
         "weights.json": b'{"w": 2.0, "b": 1.0}', "code/inference.py": INFERENCE.encode(),
         "code/helper.py": b"def scale(x, w):\n    return x * w\n"})
     _deploy(client, "digits", url)
     assert client.describe_endpoint(EndpointName="digits")["EndpointStatus"] in ("Creating", "InService")
-    out = _settled(client, "digits")
+    out = settled(client, "digits")
     assert out["EndpointStatus"] == "InService", out.get("FailureReason")
     base = client.endpoint_url("digits")
     assert base.startswith("http://127.0.0.1:")
@@ -130,8 +110,8 @@ def test_default_handler_serves_a_torchscript_model(client: LocalSageMakerClient
         linear.bias.fill_(0.5)
     buf = io.BytesIO()
     torch.jit.save(torch.jit.script(linear), buf)
-    _deploy(client, "torch", _archive(tmp_path / "model.tar.gz", {"model.pt": buf.getvalue()}))
-    out = _settled(client, "torch", timeout=90)
+    _deploy(client, "torch", model_archive(tmp_path / "model.tar.gz", {"model.pt": buf.getvalue()}))
+    out = settled(client, "torch", timeout=90)
     assert out["EndpointStatus"] == "InService", out.get("FailureReason")
     request = urllib.request.Request(f"{client.endpoint_url('torch')}/invocations", data=b"[[1, 1], [0, 2]]",
                                      method="POST", headers={"Content-Type": "application/json"})
@@ -140,8 +120,8 @@ def test_default_handler_serves_a_torchscript_model(client: LocalSageMakerClient
 
 
 def test_a_model_that_cannot_load_fails_the_endpoint(client: LocalSageMakerClient, tmp_path: Path) -> None:
-    _deploy(client, "broken", _archive(tmp_path / "model.tar.gz", {"code/inference.py": FAILING.encode()}))
-    out = _settled(client, "broken")
+    _deploy(client, "broken", model_archive(tmp_path / "model.tar.gz", {"code/inference.py": FAILING.encode()}))
+    out = settled(client, "broken")
     assert out["EndpointStatus"] == "Failed"
     assert out["FailureReason"] == "RuntimeError: weights are corrupt"
     with pytest.raises(ClientError):

@@ -4,12 +4,9 @@ lease is free again once the endpoints are deleted. The GPUs are a fake ``nvidia
 
 from __future__ import annotations
 
-import io
 import json
 import sys
-import tarfile
 import textwrap
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +17,7 @@ from mlrecipe.backends.host.devices import visible_gpus
 from mlrecipe.backends.host.gpu_lease import is_free
 from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 from tests.fake_gpus import install_fake_nvidia_smi
+from tests.sagemaker.local_endpoints import model_archive, settled
 
 pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
@@ -34,25 +32,6 @@ INFERENCE = textwrap.dedent('''
 ''')
 
 
-def _archive(path: Path) -> str:
-    with tarfile.open(path, "w:gz") as tar:
-        data = INFERENCE.encode()
-        info = tarfile.TarInfo("code/inference.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return path.as_uri()
-
-
-def _settled(client: LocalSageMakerClient, name: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        out = client.describe_endpoint(EndpointName=name)
-        if out["EndpointStatus"] != "Creating":
-            return out
-        assert time.monotonic() < deadline, "endpoint still Creating"
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalSageMakerClient]:
     install_fake_nvidia_smi(tmp_path / "fakebin", 2)
@@ -65,15 +44,16 @@ def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalSag
 
 
 def test_gpu_endpoints_lease_their_gpu_until_deleted(client: LocalSageMakerClient, tmp_path: Path) -> None:
+    archive = model_archive(tmp_path / "m.tgz", {"code/inference.py": INFERENCE.encode()})
     client.create_model(ModelName="m", ExecutionRoleArn="arn:aws:iam::000000000000:role/local",
-                        PrimaryContainer={"Image": "local/serve:latest", "ModelDataUrl": _archive(tmp_path / "m.tgz")})
+                        PrimaryContainer={"Image": "local/serve:latest", "ModelDataUrl": archive})
     client.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[{
         "VariantName": "AllTraffic", "ModelName": "m", "InitialInstanceCount": 1, "InstanceType": "ml.g5.xlarge"}])
     gpus = visible_gpus()
     assert len(gpus) == 2
     for name in ("first", "second", "third"):
         client.create_endpoint(EndpointName=name, EndpointConfigName="c")
-    states = {n: _settled(client, n) for n in ("first", "second", "third")}
+    states = {n: settled(client, n) for n in ("first", "second", "third")}
     assert [states[n]["EndpointStatus"] for n in ("first", "second")] == ["InService", "InService"]
     assert states["third"]["EndpointStatus"] == "Failed"
     assert "every GPU of this machine is leased" in states["third"]["FailureReason"]
