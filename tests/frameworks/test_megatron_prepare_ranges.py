@@ -41,6 +41,11 @@ def test_consecutive_ranges_give_every_line_once_in_order_whatever_the_cut_point
         assert got == expected, count
     assert [piece.end - piece.start for piece in cut(100, 30, 1)] == [25, 25, 25, 25]
     assert len(cut(100, 1000, 3)) == 3 and len(cut(2, 1, 8)) == 2  # at least one range per rank, at most one per byte
+    # as many ranges for every rank (9 ranges of <= 4 MB on 2 ranks would leave one rank 5/9 of the work)
+    for size, split, ranks in ((32_000_094, 4_000_000, 2), (100, 30, 3), (10_000, 7, 4)):
+        pieces = cut(size, split, ranks)
+        assert max(p.end - p.start for p in pieces) <= split
+        assert len({len(assigned(pieces, rank, ranks)) for rank in range(ranks)}) == 1, (size, split, ranks)
     pieces = cut(1000, 10, 1)
     assert [p.index for r in range(3) for p in assigned(pieces, r, 3)] == list(range(100))
 
@@ -139,7 +144,8 @@ def test_two_ranks_cut_each_file_into_ranges_and_write_one_pair_per_file_identic
         for name in ("00.jsonl", "01.jsonl"):
             assert re.search(rf"\[rank {rank}/2\] {name} range \d+/\d+ \(bytes", stdout), stdout
     done = json.loads((data / "pile_00_text_document.done").read_text())
-    assert done["ranges"] == -(-(data / "00.jsonl").stat().st_size // 8192) > 2
+    needed = -(-(data / "00.jsonl").stat().st_size // 8192)
+    assert done["ranges"] == needed + needed % 2 > 2  # rounded up to a multiple of the 2 ranks
     assert done["documents"] == len(corpus.texts(0))
 
 

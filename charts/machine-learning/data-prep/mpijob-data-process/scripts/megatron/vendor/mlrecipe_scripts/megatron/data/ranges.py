@@ -5,9 +5,11 @@ A file is cut when it is an uncompressed ``.jsonl`` (extracted, or given as such
 (a ``.zst`` frame is not seekable at a line): they are cut only once the extract stage wrote their ``.jsonl``;
 read as a stream (no extract stage) they stay whole.
 
-A cut file of ``B`` bytes has ``k = max(ceil(B / split_size), ranks)`` ranges (at most one per byte); range ``i``
-is ``[i*B // k, (i+1)*B // k)`` and owns the lines that start inside it
-(:func:`~mlrecipe_scripts.megatron.data.documents.range_lines`), so no scan is needed to agree on the cuts. The
+A cut file of ``B`` bytes has ``k`` ranges: ``ceil(B / split_size)`` rounded up to a multiple of the rank count
+(at most one per byte), so every rank gets the same number of bytes (9 ranges on 2 ranks would give one rank 5/9
+of the work and the other rank a wait: 1.8x at best); range ``i`` is ``[i*B // k, (i+1)*B // k)`` and owns the
+lines that start inside it (:func:`~mlrecipe_scripts.megatron.data.documents.range_lines`), so no scan is needed
+to agree on the cuts. The
 ``k`` ranges are dealt to the ranks with the launcher's contiguous split (rank ``r`` of ``n`` takes ranges
 ``r*k // n`` to ``(r+1)*k // n``), every rank of every node taking its share of every cut file.
 
@@ -44,9 +46,10 @@ def is_cut(source: Path, size: int, split_size: int, forced: bool) -> bool:
 
 
 def cut(size: int, split_size: int, ranks: int) -> list[ByteRange]:
-    """The ranges of a file of ``size`` bytes."""
-    count = max(-(-size // max(split_size, 1)), ranks)
-    count = max(1, min(count, size))
+    """The ranges of a file of ``size`` bytes: at most ``split_size`` bytes each, as many for every rank."""
+    ranks = max(ranks, 1)
+    needed = -(-size // max(split_size, 1))
+    count = max(1, min(-(-needed // ranks) * ranks, size))
     return [ByteRange(i, count, i * size // count, (i + 1) * size // count) for i in range(count)]
 
 
