@@ -95,14 +95,14 @@ from tests.kubelet.controllers.deployment import DeploymentController  # noqa: E
 from tests.kubelet.controllers.job import JobController  # noqa: E402
 from tests.kubelet.controllers.mpijob import MPIJobController  # noqa: E402
 from tests.kubelet.controllers.pytorchjob import PyTorchJobController  # noqa: E402
+from tests.kubelet.controllers.rayjob import RayJobController  # noqa: E402
 from tests.kubelet.controllers.trainjob import TrainJobController  # noqa: E402
 
 COVERED: dict[str, type[Controller]] = {"Job": JobController, "PyTorchJob": PyTorchJobController,
                                         "MPIJob": MPIJobController, "Deployment": DeploymentController,
-                                        "TrainJob": TrainJobController}
+                                        "TrainJob": TrainJobController, "RayJob": RayJobController}
 NOT_COVERED = {
     "LeaderWorkerSet": "LeaderWorkerSet 0.8.0's leader/worker pods and LWS_* env are not emulated",
-    "RayJob": "KubeRay 1.5.2's head/worker start commands and job submitter are not emulated",
     "RayService": "KubeRay 1.5.2's head/worker start commands and Serve deployment are not emulated",
     "RayCluster": "KubeRay's head/worker start commands are not emulated",
     "StatefulSet": "no StatefulSet controller in the harness",
