@@ -164,7 +164,7 @@ def median_of(argv: list[str], runs: int, env: dict[str, str] | None = None) -> 
 
 def floors(tmp: Path, runs: int = 5) -> dict[str, float]:
     """What no local-mode launch can go below: the pieces on its path, each timed alone (median of ``runs``)."""
-    from mlrecipe.backends.sagemaker.local.processes import host_argv
+    from mlrecipe.backends.host.nodes import host_argv
 
     tree, hosts = tmp / "floor-tree", tmp / "floor-hosts"
     tree.mkdir()

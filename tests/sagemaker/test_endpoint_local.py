@@ -17,9 +17,9 @@ import pytest
 pytest.importorskip("botocore", reason="the sagemaker extra (boto3) is not installed")
 
 from mlrecipe.backends.base import ReleaseContext, StepState
+from mlrecipe.backends.host.nodes import group_members
 from mlrecipe.backends.sagemaker.backend import SageMakerBackend
 from mlrecipe.backends.sagemaker.endpoint import artifacts_var
-from mlrecipe.backends.sagemaker.local.processes import group_members
 from mlrecipe.backends.sagemaker.options import SageMakerOptions
 from mlrecipe.spec.load import load_step_release
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from mlrecipe.backends.sagemaker.local import processes as procs
+from mlrecipe.backends.host.nodes import alive
 from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 from tests.sagemaker.local_endpoints import model_archive, settled
 
@@ -87,10 +87,10 @@ def test_endpoint_serves_the_archives_handler_and_is_gone_after_delete(client: L
     arn = out["EndpointArn"]
     assert client.list_tags(ResourceArn=arn)["Tags"] == [{"Key": "mlrecipe/release", "Value": "r"}]
     server = json.loads((tmp_path / "sm" / "endpoints" / "digits" / "endpoint.json").read_text())["server"]
-    assert procs.alive(server)
+    assert alive(server)
 
     client.delete_endpoint(EndpointName="digits")
-    assert not procs.alive(server)
+    assert not alive(server)
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{base}/ping", timeout=5)
     with pytest.raises(ClientError) as gone:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlrecipe.backends.base import StepState
-from mlrecipe.backends.local import procs
+from mlrecipe.backends.host.nodes import exit_fd
 from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch
 from mlrecipe.backends.local.running import LocalRunningStep
 
@@ -32,7 +32,7 @@ def gated_step(tmp_path: Path, gate: Path) -> LocalRunningStep:
 
 
 def test_a_node_exit_makes_its_wakeup_fd_readable_and_settling_closes_it(tmp_path: Path) -> None:
-    probe = procs.exit_fd(os.getpid())
+    probe = exit_fd(os.getpid())
     if probe is None:
         pytest.skip("no pidfd on this system (Linux >= 5.3): the runner looks every tick instead")
     os.close(probe)

@@ -1,31 +1,44 @@
 """Nodes on this machine: a typed node spec and a node group that starts, watches and stops them.
 
 A :class:`NodeSpec` says what one node runs (argv, env, working directory, log file), whether it gets a host of its
-own (private mount, UTS and pid namespaces, a hostname, bind mounts: :func:`host_argv`) and what devices it was
-given. A :class:`NodeGroup` starts its nodes, each a process group in its own session that dies with the process
-that started it (the parent-death rule), holds a pidfd of each (so a watcher learns at once that one ended), and
-stops them with a grace: SIGTERM to every group, SIGKILL to what is left after ``grace`` seconds. A node is known by
-its identity ``[pid, start ticks]`` (:func:`identity`), so a reused pid is never signalled.
+own (private mount, UTS and pid namespaces, a hostname, bind mounts: :func:`host_argv`), whether it outlives the
+process that started it (a server) and what devices it was given. A :class:`NodeGroup` starts its nodes, each a
+process group in its own session, holds a pidfd of each (so a watcher learns at once that one ended), and stops them
+with :func:`stop_nodes`. What is here exists once:
 
-SageMaker's local mode runs a training job's hosts as one group (``backends/sagemaker/local/supervisor.py``).
+- the namespace wrapper: :func:`unshare` (hosts, bind mounts, a Ray cluster's pid namespace);
+- the process identity: ``[pid, start ticks]`` (:func:`identity`, :func:`alive`), so a reused pid is never
+  signalled;
+- the parent-death rule: :meth:`NodeSpec.parent_death_signal`;
+- the stop with a grace: :func:`stop_nodes`, from the node group that started the nodes or from their identities
+  alone (another process: ``uninstall``, ``resume``).
+
+The local backend runs a step's nodes as one group (``backends/local/running.py``), SageMaker's local mode a training
+job's hosts (``backends/sagemaker/local/supervisor.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import select
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from mlrecipe.backends.host.devices import Gpu
+from mlrecipe.errors import LinkedPathError
 
 HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
                '[ -z "$h" ] || hostname "$h"; exec "$@"')
+STOP_LOOK_SECONDS = 0.05  #: how often a stop looks whether the nodes' processes are gone
+KILLED_SECONDS = 5.0  #: how long processes sent SIGKILL get to be gone (a bound on waiting only)
 
 
 def stat_fields(pid: int | str) -> list[str] | None:
@@ -50,62 +63,133 @@ def identity(pid: int) -> list[int]:
     return [pid, start_time(pid) or 0]
 
 
-def alive(ident: list[int] | None) -> bool:
+def alive(ident: Sequence[int] | None) -> bool:
     """True while the process ``[pid, start time]`` still runs."""
     return ident is not None and len(ident) == 2 and start_time(ident[0]) == ident[1]
 
 
-def signal_group(ident: list[int], signum: int) -> None:
-    """Send ``signum`` to the process group led by ``ident`` (if that leader still runs)."""
-    if alive(ident):
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``: a node's processes may still run (and hold its
+    sockets and files) after its leader is gone."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = stat_fields(entry.name)
+            if fields is not None and int(fields[2]) == pgid:
+                members.append(int(entry.name))
+    return members
+
+
+def exit_fd(pid: int) -> int | None:
+    """A pidfd of the child ``pid``: readable once it exits (``None`` where there are none: not Linux >= 5.3)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def signal_group(ident: Sequence[int], signum: int) -> None:
+    """Send ``signum`` to the process group led by ``ident`` while its leader runs, or while the group has members
+    after the leader ended (a group id is not reused while the group exists); SIGKILL goes to the leader too (for a
+    host, ``unshare``, whose ``--kill-child`` then ends the host's pid namespace)."""
+    leader = alive(ident)
+    if leader and signum == signal.SIGKILL:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(ident[0], signum)
+    if leader or group_members(ident[0]):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(ident[0], signum)
 
 
-def kill_host(ident: list[int]) -> None:
-    """End a node at once: SIGKILL to its leader (for a host, ``unshare``, whose ``--kill-child`` ends the host's
-    pid namespace, so every process in it goes too) and to its process group."""
-    if alive(ident):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(ident[0], signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(ident[0], signal.SIGKILL)
+def kill_host(ident: Sequence[int]) -> None:
+    """End a node at once: SIGKILL to its leader and its process group."""
+    signal_group(ident, signal.SIGKILL)
+
+
+def stop_nodes(idents: Sequence[Sequence[int]], grace: float, reap: Callable[[], object] = lambda: None,
+               strays: Callable[[], list[int]] = list) -> bool:
+    """Stop nodes by their identities: SIGTERM to each node's process group and to ``strays()`` (processes of the
+    nodes that left their groups), up to ``grace`` seconds for all of them to be gone, then SIGKILL to what is left;
+    whether all are gone (waiting at most :data:`KILLED_SECONDS` more). ``reap`` is called while waiting, so that
+    nodes this process started are reaped."""
+
+    def running() -> bool:
+        reap()
+        if any(alive(i) for i in idents):  # cheap: the leaders first
+            return True
+        return any(group_members(i[0]) for i in idents) or bool(strays())
+
+    def send(signum: int) -> None:
+        for ident in idents:
+            signal_group(ident, signum)
+        for pid in strays():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+    send(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while running() and time.monotonic() < deadline:
+        time.sleep(STOP_LOOK_SECONDS)
+    send(signal.SIGKILL)
+    deadline = time.monotonic() + KILLED_SECONDS
+    while (left := running()) and time.monotonic() < deadline:
+        time.sleep(STOP_LOOK_SECONDS)
+    return not left
+
+
+def unshare(*, mount: bool = False, uts: bool = False, pid: bool = False) -> list[str]:
+    """The one namespace wrapper: the argv prefix that runs a program in new namespaces (``mount``: a private mount
+    namespace; ``uts``: its own hostname; ``pid``: the first process of a new pid namespace with its own /proc,
+    every process in it ended when the program's ``unshare`` ends). Not as root: in a user namespace, as its root."""
+    argv = ["unshare"] + ([] if os.geteuid() == 0 else ["--map-root-user"])
+    argv += ["--mount"] if mount else []
+    argv += ["--uts"] if uts else []
+    argv += ["--pid", "--fork", "--kill-child", "--mount-proc"] if pid else []
+    return argv + (["--propagation", "private"] if mount else [])
 
 
 def host_argv(host: str, mounts: Sequence[tuple[str, str]], argv: list[str]) -> list[str]:
     """``argv`` as the entrypoint (pid 1) of host ``host``: private mount, UTS (hostname) and pid namespaces with
     ``mounts`` (source, target) bound in order."""
-    prefix = ["unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
-              "--propagation", "private"]
-    if os.geteuid() != 0:
-        prefix.insert(1, "--map-root-user")
     pairs = [p for m in mounts for p in m]
-    return [*prefix, "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-host", host, *pairs, "--", *argv]
+    return [*unshare(mount=True, uts=True, pid=True), "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-host", host,
+            *pairs, "--", *argv]
 
 
 def bind_argv(mounts: Sequence[tuple[str, str]], argv: list[str]) -> list[str]:
     """``argv`` in a private mount namespace with ``mounts`` (source, target) bound in order (same pid)."""
-    prefix = ["unshare", "--mount", "--propagation", "private"]
-    if os.geteuid() != 0:
-        prefix.insert(1, "--map-root-user")
     pairs = [p for m in mounts for p in m]
-    return [*prefix, "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-endpoint", "", *pairs, "--", *argv]
+    return [*unshare(mount=True), "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-endpoint", "", *pairs, "--", *argv]
 
 
-def set_parent_death_kill() -> None:
-    """In a child before exec: SIGKILL when the parent dies, so no node outlives the process that started it."""
+def set_parent_death_signal(signum: int) -> None:
+    """In a child before exec: ``signum`` when the parent dies (``prctl(PR_SET_PDEATHSIG)``)."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signum)
     except (OSError, AttributeError):
         pass
+
+
+def open_node_log(path: Path) -> BinaryIO:
+    """``path`` opened to append a node's output, not inherited by other children; :class:`LinkedPathError` when
+    it is a symbolic link (one planted after the release's check is refused, not written through)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP or not path.is_symlink():
+            raise
+        raise LinkedPathError(f"{path} is a symbolic link (to {os.readlink(path)}): mlrecipe does not write "
+                              "through links under MLRECIPE_HOME; remove the link") from None
+    return open(fd, "ab")
 
 
 @dataclass(frozen=True)
 class NodeSpec:
     """One node: what it runs and where its output goes; ``hostname`` set: a host of its own (namespaces, that
-    hostname, ``mounts`` bound as (source, target)); the devices it was given (``gpus``: also in its env's
+    hostname, ``mounts`` bound as (source, target)); ``outlives_starter``: it keeps running when the process that
+    started it ends (a server, until uninstalled); the devices it was given (``gpus``: also in its env's
     ``CUDA_VISIBLE_DEVICES``; ``cpus``: how many CPUs it counts for)."""
 
     argv: list[str]
@@ -114,12 +198,23 @@ class NodeSpec:
     cwd: Path | None = None
     hostname: str | None = None
     mounts: tuple[tuple[str, str], ...] = ()
+    outlives_starter: bool = False
     gpus: tuple[Gpu, ...] = ()
     cpus: int = 1
 
     def command(self) -> list[str]:
         """The argv that is started: in its own namespaces when it is a host."""
         return host_argv(self.hostname, self.mounts, self.argv) if self.hostname is not None else self.argv
+
+    def parent_death_signal(self) -> int | None:
+        """The parent-death rule: what the node's leader gets when the process that started it dies, even by
+        SIGKILL. None for a node that outlives its starter; SIGKILL for a host (its leader is ``unshare``, which
+        ignores SIGTERM while it waits and whose ``--kill-child`` ends every process of the host's pid namespace);
+        SIGTERM otherwise (the node's program, the step runtime, stops its own processes and removes its temporary
+        directory)."""
+        if self.outlives_starter:
+            return None
+        return signal.SIGKILL if self.hostname is not None else signal.SIGTERM
 
 
 @dataclass
@@ -130,23 +225,30 @@ class NodeGroup:
     specs: list[NodeSpec]
     pass_fds: Sequence[int] = ()
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _idents: list[list[int]] = field(default_factory=list)
     _exit_fds: dict[int, int] = field(default_factory=dict)
 
     def start(self) -> None:
-        """Start every node, in order (each in its own session, dying with this process)."""
+        """Start every node, in order, each in its own session (a node that cannot start raises ``OSError`` or
+        :class:`LinkedPathError`; the nodes started before it are in :meth:`identities`)."""
         for spec in self.specs:
             spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(spec.log_path, "ab") as log:
+            death = spec.parent_death_signal()
+            with open_node_log(spec.log_path) as log:
                 p = subprocess.Popen(spec.command(), env=spec.env, cwd=spec.cwd, stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT, pass_fds=tuple(self.pass_fds),
-                                     start_new_session=True, preexec_fn=set_parent_death_kill)
+                                     start_new_session=True,
+                                     preexec_fn=None if death is None else functools.partial(set_parent_death_signal,
+                                                                                             death))
             self.processes.append(p)
-            with contextlib.suppress(AttributeError, OSError):
-                self._exit_fds[p.pid] = os.pidfd_open(p.pid)
+            self._idents.append(identity(p.pid))
+            fd = exit_fd(p.pid)
+            if fd is not None:
+                self._exit_fds[p.pid] = fd
 
     def identities(self) -> list[list[int]]:
-        """Each node's ``[pid, start ticks]``, in order."""
-        return [identity(p.pid) for p in self.processes]
+        """Each started node's ``[pid, start ticks]``, in order."""
+        return [list(i) for i in self._idents]
 
     def codes(self) -> list[int | None]:
         """Each node's exit status, None while it runs."""
@@ -156,9 +258,13 @@ class NodeGroup:
         """Whether any node still runs."""
         return any(code is None for code in self.codes())
 
+    def exit_fds(self) -> list[int]:
+        """The pidfds of the nodes not yet seen to exit: each readable once its node exits."""
+        return [self._exit_fds[p.pid] for p in self.processes if p.returncode is None and p.pid in self._exit_fds]
+
     def wait_any(self, timeout: float) -> None:
         """Return when a running node ends, or after ``timeout`` seconds (a signal's handler ends it too)."""
-        fds = [self._exit_fds[p.pid] for p in self.processes if p.returncode is None and p.pid in self._exit_fds]
+        fds = self.exit_fds()
         if len(fds) < sum(p.returncode is None for p in self.processes):  # no pidfd for one: look again soon
             timeout = min(timeout, 0.05)
         if not fds:
@@ -169,20 +275,14 @@ class NodeGroup:
             poller.register(fd, select.POLLIN)
         poller.poll(max(timeout, 0) * 1000)
 
-    def stop(self, grace: float) -> None:
-        """SIGTERM to every node's group, up to ``grace`` seconds for them to end, then SIGKILL; returns once every
-        node has been reaped."""
-        idents = self.identities()
-        for ident in idents:
-            signal_group(ident, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self.alive() and (left := deadline - time.monotonic()) > 0:
-            self.wait_any(left)
-        for ident in idents:
-            kill_host(ident)
+    def stop(self, grace: float, strays: Callable[[], list[int]] = list) -> bool:
+        """Stop every node (:func:`stop_nodes`) and reap them; whether none of their processes is left."""
+        gone = stop_nodes(self._idents, grace, reap=self.codes, strays=strays)
         for p in self.processes:
-            p.wait()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=KILLED_SECONDS)
         self.close()
+        return gone
 
     def close(self) -> None:
         """Let go of the pidfds."""

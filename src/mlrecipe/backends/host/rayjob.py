@@ -19,6 +19,7 @@ from typing import Any
 
 from mlrecipe.backends.host import resources
 from mlrecipe.backends.host.launches import HostLaunch
+from mlrecipe.backends.host.nodes import unshare
 from mlrecipe.errors import ResourceError
 from mlrecipe.runtime import RAY_CLUSTER_PATH
 from mlrecipe.spec.load import StepSpec
@@ -57,12 +58,6 @@ def problems(step: StepSpec) -> list[str]:
     return []
 
 
-def pid_namespace() -> list[str]:
-    """The argv prefix that runs a program as the init process of a new PID namespace (with its own /proc)."""
-    prefix = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
-    return prefix + ([] if os.geteuid() == 0 else ["--map-root-user"])
-
-
 def launch(step: StepSpec, step_dir: Path) -> HostLaunch:
     """The cluster file and the wrapper that runs the step runtime as a Ray job of a local Ray cluster."""
     spec = cluster_spec(step)
@@ -78,7 +73,7 @@ def launch(step: StepSpec, step_dir: Path) -> HostLaunch:
 
 def wrapper(program: Path, spec: Path) -> list[str]:
     """The argv prefix that runs the step runtime as a Ray job of the cluster ``spec`` describes."""
-    return [*pid_namespace(), "python3", str(program), str(spec), "--"]
+    return [*unshare(pid=True), "python3", str(program), str(spec), "--"]
 
 
 def remote_workers(step: StepSpec, launcher: list[str], cleanup: list[str]) -> dict[str, Any]:

@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import os
+from typing import Any
+
+import psutil
+from pydantic import BaseModel, Field, model_validator
 
 from mlrecipe.backends.base import StepHandle
+from mlrecipe.backends.host.nodes import identity
 
 
 class NodeProcess(BaseModel):
-    """The leader process of one node (its process group holds the node's processes)."""
+    """The leader process of one node (its process group holds the node's processes), known by the host layer's
+    identity ``[pid, started]`` (:mod:`mlrecipe.backends.host.nodes`)."""
 
     rank: int
     pid: int
-    created: float | None = Field(None, description="The process's start time, to tell a reused pid apart")
+    started: int | None = Field(None, description="The process's start time in clock ticks since boot, to tell a "
+                                "reused pid apart")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_created(cls, data: Any) -> Any:
+        """A record written before ``started``: its ``created`` (epoch seconds, psutil's) in clock ticks."""
+        if isinstance(data, dict) and data.get("started") is None and isinstance(data.get("created"), int | float):
+            ticks = (float(data["created"]) - psutil.boot_time()) * os.sysconf("SC_CLK_TCK")
+            data = {**data, "started": round(ticks)}
+        return data
+
+    def identity(self) -> list[int]:
+        """``[pid, start ticks]``; a record without a start time stands for whatever process has the pid now."""
+        return [self.pid, self.started] if self.started is not None else identity(self.pid)
 
 
 class ServerAddress(BaseModel):

@@ -1,18 +1,17 @@
-"""A submitted local step as the runner watches it: its node processes and, for a server, its readiness."""
+"""A submitted local step as the runner watches it: its nodes (a node group of the host layer,
+:mod:`mlrecipe.backends.host.nodes`) and, for a server, its readiness."""
 
 from __future__ import annotations
 
-import errno
 import os
-import subprocess
 import time
 from pathlib import Path
-from typing import BinaryIO
 
 from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
 from mlrecipe.backends.host.cpus import CpuSlots
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec
 from mlrecipe.backends.host.serving import ReadinessWatcher
 from mlrecipe.backends.local import procs
 from mlrecipe.backends.local.handle import LocalHandle, NodeProcess, ServerAddress
@@ -20,19 +19,6 @@ from mlrecipe.backends.local.plan import LocalPlan
 from mlrecipe.errors import LinkedPathError
 from mlrecipe.logtail import tail
 from mlrecipe.runtime.step_runtime import HANG_STATUS, read_hang_reason
-
-
-def open_node_log(path: Path) -> BinaryIO:
-    """``path`` opened to append a node's output, not inherited by other children; :class:`LinkedPathError` when
-    it is a symbolic link (one planted after the release's check is refused, not written through)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP or not path.is_symlink():
-            raise
-        raise LinkedPathError(f"{path} is a symbolic link (to {os.readlink(path)}): mlrecipe does not write "
-                              "through links under MLRECIPE_HOME; remove the link") from None
-    return open(fd, "ab")
 
 
 class LocalRunningStep(RunningStep[LocalHandle]):
@@ -52,8 +38,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         self._waiting_since: float | None = None
         self._wait_note = ""
         self.grace = grace
-        self.popens: list[subprocess.Popen[bytes]] = []
-        self._exit_fds: dict[int, int] = {}  #: node process pid -> a pidfd, readable once it exits
+        self.group = NodeGroup([])
         self.handle = LocalHandle(run_id=run_id)
         self._outcome: StepOutcome | None = None
         self.server = plan.server
@@ -86,30 +71,18 @@ class LocalRunningStep(RunningStep[LocalHandle]):
             self.cpus.release(self.handle.run_id)
 
     def start(self) -> None:
-        """Start every node (handing them the GPU lease, which the CLI then lets go of)."""
-        fds = self.lease.fds if self.lease is not None else []
+        """Start every node (handing them the GPU lease, which the CLI then lets go of); a server's nodes outlive
+        the CLI (until uninstall), the others die with it."""
         base = dict(os.environ)
-        for node in self.plan.nodes:
-            node.log_path.parent.mkdir(parents=True, exist_ok=True)
-            env = {**base, **node.env, procs.RUN_ID_VAR: self.handle.run_id,
-                   **procs.node_temp_env(self.handle.run_id, node.rank)}
-            with open_node_log(node.log_path) as log:
-                p = subprocess.Popen(
-                    node.argv,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    pass_fds=fds,
-                    start_new_session=True,
-                    # a server outlives the CLI (until uninstall); other steps die with it
-                    preexec_fn=None if self.server is not None else procs.die_with_parent,
-                )
-            self.popens.append(p)
-            self.handle.nodes.append(NodeProcess(rank=node.rank, pid=p.pid, created=procs.create_time(p.pid)))
-            fd = procs.exit_fd(p.pid)
-            if fd is not None:
-                self._exit_fds[p.pid] = fd
+        self.group = NodeGroup([NodeSpec(argv=node.argv, env={**base, **node.env,
+                                                              **procs.run_env(self.handle.run_id, node.rank)},
+                                         log_path=node.log_path, outlives_starter=self.server is not None)
+                                for node in self.plan.nodes], pass_fds=self.lease.fds if self.lease is not None else ())
+        try:
+            self.group.start()
+        finally:
+            started = zip(self.plan.nodes, self.group.identities(), strict=False)  # those before one that failed
+            self.handle.nodes = [NodeProcess(rank=node.rank, pid=pid, started=ticks) for node, (pid, ticks) in started]
         self.started = True
         self._wait_note = ""
         if self.lease is not None:
@@ -119,12 +92,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
 
     def wakeup_fds(self) -> list[int]:
         """The pidfds of the node processes that have not been seen to exit: the runner wakes as one exits."""
-        return [self._exit_fds[p.pid] for p in self.popens if p.returncode is None and p.pid in self._exit_fds]
-
-    def _unwatch(self) -> None:
-        for fd in self._exit_fds.values():
-            os.close(fd)
-        self._exit_fds.clear()
+        return self.group.exit_fds()
 
     def _failed(self, rank: int, code: int | None, message: str) -> StepOutcome:
         self.cancel()
@@ -142,7 +110,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                 self._outcome = StepOutcome(StepState.FAILED, None, f"cannot start the step's processes: {exc}")
                 self.cancel()
                 return self._outcome
-        codes = [p.poll() for p in self.popens]
+        codes = self.group.codes()
         failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
         ready = self.watcher is not None and self.watcher.ready
         if failed:
@@ -163,7 +131,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                                              f"(GET {self.server.health_url}; raise server.startup_probe to wait "
                                              "longer)")
         if self._outcome is not None:
-            self._unwatch()
+            self.group.close()
             self._free_cpus()
         return self._outcome
 
@@ -177,13 +145,13 @@ class LocalRunningStep(RunningStep[LocalHandle]):
             return None
         url = self.watcher.check(self.server.url)
         if url is not None:  # the runner stops watching a ready server
-            self._unwatch()
+            self.group.close()
         return url
 
     def cancel(self) -> None:
         self._free_cpus()
         if self.lease is not None:
             self.lease.close()
-        procs.stop_run(self.handle, self.grace, self.popens)
-        self._unwatch()
+        procs.stop_run(self.handle, self.grace, reap=self.group.codes)
+        self.group.close()
 

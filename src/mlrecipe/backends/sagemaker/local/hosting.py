@@ -27,7 +27,7 @@ from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
 from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
-from mlrecipe.backends.sagemaker.local import processes as procs
+from mlrecipe.backends.host.nodes import alive, bind_argv, identity, stop_nodes
 from mlrecipe.backends.sagemaker.local.archive import ArchiveError, extract_model
 from mlrecipe.backends.sagemaker.local.channels import S3ClientFactory
 from mlrecipe.backends.sagemaker.local.endpoint import EndpointRecord, EndpointStatus, EndpointStore
@@ -154,7 +154,7 @@ class LocalHosting:
             raise _missing("model", variant["ModelName"], op)
         now = time.time()
         record = EndpointRecord(request=request, arn=arn("endpoint", name), variant=variant, created=now,
-                                modified=now, creator=procs.identity(os.getpid()))
+                                modified=now, creator=identity(os.getpid()))
         if not self._endpoints.create(record):
             raise client_error("ValidationException", f"Cannot create already existing endpoint "
                                f"\"{record.arn}\".", op)
@@ -181,7 +181,7 @@ class LocalHosting:
         argv = [self._python(), str(SERVER), str(home)]
         if _model_mount_point():
             env["SM_MODEL_DIR"] = MODEL_DIR
-            argv = procs.bind_argv([(str(home / "model"), MODEL_DIR)], argv)
+            argv = bind_argv([(str(home / "model"), MODEL_DIR)], argv)
         else:
             env["SM_MODEL_DIR"] = str(home / "model")
         try:
@@ -192,7 +192,7 @@ class LocalHosting:
         finally:
             if lease is not None:
                 lease.close()  # the server holds it now, until it ends
-        server = procs.identity(child.pid)
+        server = identity(child.pid)
         self._endpoints.update(name, lambda r: setattr(r, "server", server))
         self._servers.append(child)
         return {"EndpointArn": record.arn, **OK}
@@ -215,10 +215,10 @@ class LocalHosting:
                       "port": json.loads((home / "ready.json").read_text())["port"]}
         elif (home / "failed.txt").is_file():
             change = {"status": EndpointStatus.FAILED, "failure_reason": (home / "failed.txt").read_text()[:1024]}
-        elif record.server and not procs.alive(record.server):
+        elif record.server and not alive(record.server):
             change = {"status": EndpointStatus.FAILED,
                       "failure_reason": f"the model server exited (see {home / 'server.log'})"}
-        elif not record.server and not procs.alive(record.creator):
+        elif not record.server and not alive(record.creator):
             change = {"status": EndpointStatus.FAILED,
                       "failure_reason": "the endpoint's creation was interrupted before its "
                                                             "model server started"}
@@ -257,7 +257,7 @@ class LocalHosting:
             raise _missing("endpoint", EndpointName, "DeleteEndpoint")
         server = record.server
         if server:
-            procs.end_host(server, 5.0, reap=lambda: self._servers)  # returns when no server process holds the port
+            stop_nodes([server], 5.0, reap=lambda: self._servers)  # returns when no server process holds the port
         with self._endpoints.locked():
             shutil.rmtree(self._endpoints.home(EndpointName), ignore_errors=True)
         return dict(OK)

@@ -1,64 +1,17 @@
-"""Processes of local SageMaker mode: identified by pid and start time (so a reused pid is never signalled), each
-host a process group whose leader is ``unshare`` holding the host's own mount, UTS and pid namespaces. The identity,
-the namespace wrapper and the parent-death rule are the host layer's (:mod:`mlrecipe.backends.host.nodes`); what is
-here is particular to local mode (a group's members after its leader, ending an endpoint's server, host temps)."""
+"""What local SageMaker mode adds to the host layer's nodes (:mod:`mlrecipe.backends.host.nodes`, which holds the
+identity, the namespace wrapper, the parent-death rule and the stop with a grace): the named temporary directory of
+each host, removed once no process of the hosts runs (a killed host's step runtime could not remove it)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
-import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from mlrecipe.backends.host.nodes import (
-    alive,
-    bind_argv,
-    host_argv,
-    identity,
-    kill_host,
-    set_parent_death_kill,
-    signal_group,
-    start_time,
-    stat_fields,
-)
+from mlrecipe.backends.host.nodes import alive, group_members
 from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
-
-__all__ = ["alive", "bind_argv", "end_host", "group_members", "host_argv", "host_temp_env", "identity", "kill_host",
-           "remove_host_temps", "set_parent_death_kill", "signal_group", "start_time"]
-
-def group_members(pgid: int) -> list[int]:
-    """The live (not zombie) processes of process group ``pgid``: a host's processes still hold its sockets and
-    files for a moment after its ``unshare`` leader is gone."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = stat_fields(entry.name)
-            if fields is not None and int(fields[2]) == pgid:
-                members.append(int(entry.name))
-    return members
-
-
-def end_host(ident: list[int], grace: float, reap: Callable[[], object] = lambda: None) -> None:
-    """Stop a host and return once none of its processes runs: SIGTERM to its group, up to ``grace`` seconds,
-    then SIGKILL (``reap`` is called while waiting, so that a host started by this process is reaped)."""
-    signal_group(ident, signal.SIGTERM)
-    _wait_group_gone(ident, grace, reap)
-    kill_host(ident)
-    if group_members(ident[0]):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(ident[0], signal.SIGKILL)
-    _wait_group_gone(ident, 5.0, reap)
-
-
-def _wait_group_gone(ident: list[int], timeout: float, reap: Callable[[], object]) -> None:
-    deadline = time.monotonic() + timeout
-    while (alive(ident) or group_members(ident[0])) and time.monotonic() < deadline:
-        reap()
-        time.sleep(0.05)
 
 
 def host_temp_env(root: Path, job: str, host: str) -> dict[str, str]:

@@ -26,9 +26,9 @@ from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.gpu_lease import GpuLease, busy_message
-from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec
-from mlrecipe.backends.sagemaker.local import processes as procs
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, identity
 from mlrecipe.backends.sagemaker.local.job import JobStatus, JobStore, TrainingJobRecord, fail, set_secondary
+from mlrecipe.backends.sagemaker.local.processes import remove_host_temps
 from mlrecipe.backends.sagemaker.local.store import write_json
 
 #: How often the wait for the hosts looks at a stop request (a host's end wakes it at once, through its pidfd).
@@ -124,7 +124,7 @@ def run(root: Path, name: str) -> int:
         return 0
     hosts = _start_hosts(local, lease.fds if lease is not None else [])
     idents = hosts.identities()
-    write_json(home / "pids.json", {"supervisor": procs.identity(os.getpid()), "hosts": idents})
+    write_json(home / "pids.json", {"supervisor": identity(os.getpid()), "hosts": idents})
     ending = None
     while ending is None:
         codes = hosts.codes()
@@ -141,7 +141,7 @@ def run(root: Path, name: str) -> int:
     if ending != "exited":
         hosts.stop(float(local["stop_grace"]))
     hosts.close()
-    procs.remove_host_temps(local["hosts"], idents)  # what a killed host's runtime could not remove
+    remove_host_temps(local["hosts"], idents)  # what a killed host's runtime could not remove
     codes = hosts.codes()
     if ending == "stopped":
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED))

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
-from mlrecipe.backends.sagemaker.local import processes as procs
+from mlrecipe.backends.host.nodes import alive, identity, kill_host
 from mlrecipe.backends.sagemaker.local.channels import (
     S3ClientFactory,
     StagingError,
@@ -36,6 +36,7 @@ from mlrecipe.backends.sagemaker.local.job import (
     set_secondary,
     summary,
 )
+from mlrecipe.backends.sagemaker.local.processes import host_temp_env, remove_host_temps
 from mlrecipe.backends.sagemaker.local.store import arn, client_error, not_found, write_json
 from mlrecipe.backends.sagemaker.local.tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
 from mlrecipe.backends.sagemaker.service_model import validate_request
@@ -113,7 +114,7 @@ class LocalTraining:
         for i, (host, gpus) in enumerate(zip(names, slices, strict=True)):
             env = sm_env(request, host, names, len(gpus), os.cpu_count() or 1)
             env.update({"PATH": path, "PET_MASTER_PORT": port, "TRAINING_JOB_ARN": arn("training-job", name),
-                        **procs.host_temp_env(self.root, name, host)})
+                        **host_temp_env(self.root, name, host)})
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g.index) for g in gpus)
             env.update(request.get("Environment") or {})
@@ -175,7 +176,7 @@ class LocalTraining:
                 [sys.executable, "-m", "mlrecipe.backends.sagemaker.local.supervisor", str(self.root), name],
                 env=_scrubbed_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
-        write_json(home / "pids.json", {"supervisor": procs.identity(child.pid), "hosts": []})
+        write_json(home / "pids.json", {"supervisor": identity(child.pid), "hosts": []})
         self._children.append(child)
         return {"TrainingJobArn": record.arn, **OK}
 
@@ -197,11 +198,11 @@ class LocalTraining:
         if not record.status.running:
             return record
         pids = self._pids(name)
-        if "supervisor" not in pids or procs.alive(pids["supervisor"]):
+        if "supervisor" not in pids or alive(pids["supervisor"]):
             return record
         for ident in pids.get("hosts", []):
-            procs.kill_host(ident)
-        procs.remove_host_temps(record.local["hosts"], pids.get("hosts", []))
+            kill_host(ident)
+        remove_host_temps(record.local["hosts"], pids.get("hosts", []))
 
         def end(r: TrainingJobRecord) -> None:
             if r.status is JobStatus.STOPPING:
@@ -236,7 +237,7 @@ class LocalTraining:
             raise client_error("ValidationException", f"The request was rejected because the training job is in "
                                f"status {states[0].value}.", op)
         supervisor = self._pids(TrainingJobName).get("supervisor")
-        if supervisor and procs.alive(supervisor):
+        if supervisor and alive(supervisor):
             os.kill(supervisor[0], 15)
         elif (record := self._jobs.read(TrainingJobName)) is not None:
             self._reconcile(TrainingJobName, record)
@@ -283,13 +284,13 @@ class LocalTraining:
         then), so that a watcher learns of the end at once instead of at its next DescribeTrainingJob. The caller
         closes it. None when the job has no running supervisor, or this kernel has no pidfds."""
         supervisor = self._pids(TrainingJobName).get("supervisor")
-        if not supervisor or not procs.alive(supervisor):
+        if not supervisor or not alive(supervisor):
             return None
         try:
             fd = os.pidfd_open(supervisor[0])
         except (AttributeError, OSError):
             return None
-        if not procs.alive(supervisor):  # the pid was reused between the look and the open
+        if not alive(supervisor):  # the pid was reused between the look and the open
             os.close(fd)
             return None
         return fd
