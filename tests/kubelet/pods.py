@@ -28,16 +28,32 @@ DEVICE_RESOURCES = re.compile(r"^(nvidia\.com/|amd\.com/gpu|vpc\.amazonaws\.com/
 LAYER = ["/tmp", "/root"]
 
 
-def kept_under_layer(repo: Path) -> list[Path]:
-    """Python installations under /root that this checkout's environments run on (pyenv's): mounted back over the
-    fresh /root, as an image's Python is part of the image, not of its writable layer."""
+def kept_under_layer(repo: Path) -> list[Mount]:
+    """What of this machine a pod sees as its image but that lies under the fresh /tmp or /root, mounted back over it
+    (an image's own files are not part of its writable layer): the Python installations this checkout's environments
+    run on (pyenv's, under /root: read-only), and the checkout itself when it lies there (a clone under /tmp): the
+    environments and ``image_bin/`` the image table puts on ``PATH`` and the ``src/`` their editable installs point
+    to, writable as a checkout elsewhere is."""
     homes = {Path(sys.base_prefix)}
     for cfg in repo.glob(".venv*/pyvenv.cfg"):
         for line in cfg.read_text().splitlines():
             key, _, value = line.partition("=")
             if key.strip() == "home":
                 homes.add(Path(value.strip()).parent)
-    return sorted(h for h in homes if any(h.is_relative_to(p) for p in LAYER) and h.is_dir())
+    kept = [Mount(h, str(h), True) for h in sorted(homes) if _under_layer(h) and h.is_dir()]
+    if _under_layer(repo) and not any(repo.is_relative_to(m.source) for m in kept):
+        kept.append(Mount(repo, str(repo)))
+    return kept
+
+
+def _under_layer(path: Path) -> bool:
+    return any(path.is_relative_to(p) for p in LAYER)
+
+
+def parents_first(mounts: list[Mount]) -> list[Mount]:
+    """``mounts`` in the order to make them: a shallower target first (stable otherwise), so that a volume mounted at
+    /tmp or /root does not hide what is kept under it."""
+    return sorted(mounts, key=lambda m: m.target.rstrip("/").count("/"))
 
 
 @dataclass
@@ -92,7 +108,7 @@ class Pod:
             raise ContainerConfigError(str(exc)) from None
         argv = [expand(str(word), env) for word in argv]
         mounts = [Mount(self.dir / "etc-hosts", "/etc/hosts"), Mount(self.dir / "etc-hostname", "/etc/hostname")]
-        mounts += [Mount(path, str(path), True) for path in kept_under_layer(self.cluster.repo)]
+        mounts += kept_under_layer(self.cluster.repo)
         mounts += self.extra_mounts
         for vm in sorted(container.get("volumeMounts") or [], key=lambda m: str(m["mountPath"]).count("/")):
             source = volumes.get(vm["name"])
@@ -102,6 +118,7 @@ class Pod:
                 source = source / vm["subPath"]
                 source.mkdir(parents=True, exist_ok=True)
             mounts.append(Mount(source, str(vm["mountPath"]), bool(vm.get("readOnly"))))
+        mounts = parents_first(mounts)
         targets = [m.target for m in mounts]
         layer = [p for p in LAYER if p not in targets]
         mountpoints.ensure([m.target for m in mounts if m.source.is_dir()], layer)
