@@ -1,22 +1,26 @@
 """The host layer's node group (``backends/host/nodes.py``) on real processes: two nodes, each a host of its own
 (its hostname, a directory bound at /opt/ml), their identities alive while they run; the end of one wakes
 ``wait_any`` (a pidfd, not a timer: the wait is bounded by 60 s and returns long before); ``stop(grace)`` ends a node
-that ignores SIGTERM with SIGKILL after the grace, and every node is reaped."""
+that ignores SIGTERM with SIGKILL after the grace, and every node is reaped. The parent-death rule (a node ends with
+its starter, a server does not) and ``stop_nodes`` from identities alone (a group whose leader is gone, strays)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive, group_members, identity, start_time, stop_nodes
 
-pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(shutil.which("unshare") is None or not os.path.isdir("/opt/ml"),
-                                 reason="hosts need unshare and the /opt/ml mount point")]
+pytestmark = pytest.mark.integration
+needs_hosts = pytest.mark.skipif(shutil.which("unshare") is None or not os.path.isdir("/opt/ml"),
+                                 reason="hosts need unshare and the /opt/ml mount point")
 
 NODE = """
 import signal, socket, sys, time
@@ -30,6 +34,7 @@ time.sleep(600)
 """
 
 
+@needs_hosts
 def test_a_node_group_starts_hosts_sees_an_end_at_once_and_stops_with_grace(tmp_path: Path) -> None:
     script = tmp_path / "node.py"
     script.write_text(NODE)
@@ -62,3 +67,71 @@ def test_a_node_group_starts_hosts_sees_an_end_at_once_and_stops_with_grace(tmp_
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+STARTER = """
+import os, signal, sys, time
+from pathlib import Path
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec
+trap = "trap 'echo TERM > {0}.end; exit 0' TERM; echo up > {0}.up; while :; do sleep 0.05; done"
+out = Path(sys.argv[1])
+group = NodeGroup([NodeSpec(argv=["sh", "-c", trap.format(out / name)], env=dict(os.environ),
+                            log_path=out / f"{name}.log", outlives_starter=name == "server")
+                   for name in ("step", "server")])
+group.start()
+print(" ".join(str(pid) for pid, _ in group.identities()), flush=True)
+time.sleep(600)
+"""
+
+
+def _wait(predicate, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+        time.sleep(0.05)
+
+
+def test_the_parent_death_rule_ends_a_node_with_its_starter_and_keeps_a_server(tmp_path: Path) -> None:
+    """The starter killed with SIGKILL: a node gets SIGTERM (its program stops its own processes), a node that
+    outlives its starter (a server) keeps running."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    server_pid = 0
+    try:
+        assert starter.stdout is not None
+        step_pid, server_pid = (int(p) for p in starter.stdout.readline().split())
+        _wait(lambda: (tmp_path / "step.up").exists() and (tmp_path / "server.up").exists(), "node up")
+        starter.kill()
+        starter.wait()
+        _wait(lambda: (tmp_path / "step.end").exists(), "SIGTERM for the node")
+        assert (tmp_path / "step.end").read_text().strip() == "TERM"
+        _wait(lambda: start_time(step_pid) is None, "end of the node")
+        assert start_time(server_pid) is not None and not (tmp_path / "server.end").exists(), "the server was ended"
+    finally:
+        starter.kill()
+        starter.wait()
+        if server_pid and start_time(server_pid) is not None:
+            stop_nodes([identity(server_pid)], 5)
+
+
+def test_stop_nodes_ends_a_group_whose_leader_is_gone_and_the_strays(tmp_path: Path) -> None:
+    """From identities alone (as another process would): the members of a node's group left after its leader
+    exited, and a process that left the group (its own session) named by ``strays``, are stopped; True once none
+    is left."""
+    group = NodeGroup([NodeSpec(argv=["sh", "-c", f"sleep 300 & setsid sleep 301 & echo $! > {tmp_path}/stray; "
+                                      "exit 0"], env=dict(os.environ), log_path=tmp_path / "node.log")])
+    group.start()
+    ident, = group.identities()
+    group.wait_any(60)
+    assert group.codes() == [0]
+    _wait(lambda: (tmp_path / "stray").exists() and (tmp_path / "stray").read_text().strip() != "", "the stray")
+    stray = int((tmp_path / "stray").read_text())
+    _wait(lambda: len(group_members(ident[0])) == 1, "the leader's sleep in its group")
+    member, = group_members(ident[0])
+    try:
+        assert stop_nodes([ident], 5, strays=lambda: [stray] if start_time(stray) is not None else [])
+        assert group_members(ident[0]) == [] and start_time(member) is None and start_time(stray) is None
+    finally:
+        group.close()
+        for pid in (member, stray):
+            if start_time(pid) is not None:
+                os.kill(pid, signal.SIGKILL)

@@ -1,16 +1,21 @@
 """A running local step wakes the runner as its node processes exit: one pidfd per node not yet seen to exit,
-readable once it exits, closed once the step has settled."""
+readable once it exits, closed once the step has settled. A handle of an earlier release still names its nodes."""
 
 from __future__ import annotations
 
 import os
 import select
+import signal
+import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
 from mlrecipe.backends.base import StepState
-from mlrecipe.backends.host.nodes import exit_fd
+from mlrecipe.backends.host.nodes import exit_fd, identity
+from mlrecipe.backends.local import procs
+from mlrecipe.backends.local.handle import LocalHandle
 from mlrecipe.backends.local.plan import LocalPlan, NodeLaunch
 from mlrecipe.backends.local.running import LocalRunningStep
 
@@ -64,3 +69,24 @@ def test_cancel_closes_the_wakeup_fds(tmp_path: Path) -> None:
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def test_a_handle_written_before_start_ticks_still_names_its_node(tmp_path: Path) -> None:
+    """A release installed by an earlier mlrecipe recorded each node's ``created`` (epoch seconds): its node is
+    still seen alive and stopped by uninstall (``cancel_handle``), and a record whose time is not the process's (a
+    reused pid) is neither seen nor signalled."""
+    with subprocess.Popen(["sleep", "300"], start_new_session=True) as proc:
+        try:
+            created = psutil.Process(proc.pid).create_time()
+            old = LocalHandle.model_validate({"run_id": "old-run", "nodes": [{"rank": 0, "pid": proc.pid,
+                                                                              "created": created}]})
+            reused = LocalHandle.model_validate({"run_id": "old-run", "nodes": [{"rank": 0, "pid": proc.pid,
+                                                                                 "created": created - 10}]})
+            assert old.nodes[0].identity() == identity(proc.pid)
+            assert procs.run_alive(old) and not procs.run_alive(reused)
+            procs.stop_run(reused, grace=0)
+            assert proc.poll() is None, "a process that is not the node's was signalled"
+            procs.stop_run(old, grace=5, reap=proc.poll)
+            assert proc.wait(timeout=60) == -signal.SIGTERM and not procs.run_alive(old)
+        finally:
+            proc.kill()

@@ -80,6 +80,15 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def node_members(ident: Sequence[int]) -> list[int]:
+    """The live processes of the process group a node's leader ``ident`` started: while the leader runs, or after it
+    ended as long as no other process has its pid (Linux gives no new process the id of a group that still exists,
+    so a process with that pid means the group is gone and the pid reused)."""
+    if alive(ident) or start_time(ident[0]) is None:
+        return group_members(ident[0])
+    return []
+
+
 def exit_fd(pid: int) -> int | None:
     """A pidfd of the child ``pid``: readable once it exits (``None`` where there are none: not Linux >= 5.3)."""
     try:
@@ -89,14 +98,13 @@ def exit_fd(pid: int) -> int | None:
 
 
 def signal_group(ident: Sequence[int], signum: int) -> None:
-    """Send ``signum`` to the process group led by ``ident`` while its leader runs, or while the group has members
-    after the leader ended (a group id is not reused while the group exists); SIGKILL goes to the leader too (for a
-    host, ``unshare``, whose ``--kill-child`` then ends the host's pid namespace)."""
+    """Send ``signum`` to the process group led by ``ident`` while it has members (:func:`node_members`); SIGKILL
+    goes to the leader too (for a host, ``unshare``, whose ``--kill-child`` then ends the host's pid namespace)."""
     leader = alive(ident)
     if leader and signum == signal.SIGKILL:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(ident[0], signum)
-    if leader or group_members(ident[0]):
+    if leader or node_members(ident):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(ident[0], signum)
 
@@ -117,7 +125,7 @@ def stop_nodes(idents: Sequence[Sequence[int]], grace: float, reap: Callable[[],
         reap()
         if any(alive(i) for i in idents):  # cheap: the leaders first
             return True
-        return any(group_members(i[0]) for i in idents) or bool(strays())
+        return any(node_members(i) for i in idents) or bool(strays())
 
     def send(signum: int) -> None:
         for ident in idents:

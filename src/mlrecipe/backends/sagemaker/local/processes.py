@@ -10,7 +10,7 @@ import shutil
 import time
 from pathlib import Path
 
-from mlrecipe.backends.host.nodes import alive, group_members
+from mlrecipe.backends.host.nodes import alive, node_members
 from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
 
 
@@ -25,9 +25,9 @@ def remove_host_temps(hosts: list[dict], idents: list[list[int]], wait: float = 
     """Remove the named temporary directories of ``hosts`` (their ``env``) once no process of the host groups
     ``idents`` runs (waiting at most ``wait`` seconds; a directory a live process may still use is kept)."""
     deadline = time.monotonic() + wait
-    while any(alive(i) or group_members(i[0]) for i in idents) and time.monotonic() < deadline:
+    while any(alive(i) or node_members(i) for i in idents) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if any(alive(i) or group_members(i[0]) for i in idents):
+    if any(alive(i) or node_members(i) for i in idents):
         return
     for host in hosts:
         name = (host.get("env") or {}).get(NODE_TEMP_NAME_VAR)
