@@ -197,6 +197,20 @@ class RayJobController(Controller):
                        + (f": {message[-1]}" if message else ""), pod.name, container,
                        pod.log_tail(container) if container else "")
 
+    def timed_out(self, timeout: float) -> Outcome:
+        """Before the submitter: the RayCluster is not Ready (KubeRay waits; the RayJob stays Initializing): name the
+        first pod that is not ready by KubeRay's probes."""
+        if self.ray is None or self.submitter is not None:
+            return super().timed_out(timeout)
+        pod = next((p for p in self.ray.pods if p.name not in self.ray.ready), None)
+        if pod is None:
+            return super().timed_out(timeout)
+        container = next(reversed(pod.containers), None)
+        return Outcome(False, self.workload, f"RayCluster {self.ray.name} not Ready within --timeout {timeout:.0f} s "
+                       "(the RayJob waits in Initializing): a Ray pod not ready by KubeRay's readiness probe "
+                       "(raylet health via the dashboard agent)", pod.name, container,
+                       pod.log_tail(container) if container else "")
+
     def stop(self) -> None:
         if self.submitter is not None:
             self.submitter.stop()
