@@ -65,6 +65,10 @@ _VL_TOOLS = (
 RAYSERVE_VLLM_VERSIONS = ("0.11.0", "0.12.0", "0.13.0", "0.15.0", "0.19.0", "0.32.0")
 _RAY_OPENAI = (("openai_api.py", "src/mlrecipe/serve/ray_openai.py"),)
 
+#: The megatron example's client (greedy decoding through the server against transformers' generate of the export),
+#: shipped so a cluster's client step runs it from the tree as the local one runs it from the pipeline's folder.
+_MEGATRON_CLIENT = (("client.py", "examples/frameworks/megatron/scripts/client.py"),)
+
 _LIGHTNING_ENTRIES = {"fine_tune.py": "fine_tune", "convert_checkpoint_to_hf.py": "convert_checkpoint_to_hf",
                       "test_checkpoint.py": "test_checkpoint"}
 
@@ -106,8 +110,12 @@ TREES: tuple[Tree, ...] = (
         }),
         *_VL_TOOLS,
     )),
-    *(Tree(chart, "megatron", ("core", "megatron"), _MEGATRON_ENTRIES)
-      for chart in ("data-prep/mpijob-data-process", "training/pytorchjob-distributed")),
+    Tree("data-prep/mpijob-data-process", "megatron", ("core", "megatron"), _MEGATRON_ENTRIES),
+    Tree("training/pytorchjob-distributed", "megatron", ("core", "megatron"), _MEGATRON_ENTRIES,
+         copies=_MEGATRON_CLIENT),
     *(Tree("serving/rayserve", f"vllm-{version}", (), copies=_RAY_OPENAI) for version in RAYSERVE_VLLM_VERSIONS),
     Tree("serving/triton-inference-server", "encoder_transformers", (), flat=("encoder_transformers",)),
+    # the framework examples' model step: a tiny model and datasets, one self-contained file
+    Tree("data-prep/data-process", "transformers", (),
+         copies=(("make_tiny_model.py", "src/mlrecipe_scripts/make_tiny_model.py"),)),
 )

@@ -1,13 +1,18 @@
 """Build the inputs the framework examples need, offline: a tiny causal LM from a config (Qwen3 or Llama) with a
 byte-level BPE tokenizer trained here, and small local datasets in the shapes the framework scripts read.
 
-    python make_tiny_model.py --model-dir /fsx/pretrained-models/tiny/qwen3 --data-dir /fsx/datasets/tiny
+    python3 /etc/framework-scripts/make_tiny_model.py --model-dir /fsx/pretrained-models/tiny/qwen3 \
+        --data-dir /fsx/datasets/tiny
 
 writes ``<model-dir>`` (config.json, model.safetensors, tokenizer files) and under ``<data-dir>``:
 ``instructions/data.jsonl`` (alpaca-style instruction / input / output rows, for ``--hfdc_dataset_name``),
 ``preferences/data.jsonl`` (prompt / chosen / rejected, for the reward-model and DPO scripts) and
 ``text/data.jsonl`` (plain text, for continual pre-training). Nothing is downloaded; the rules in the data are
 simple enough that a tiny model visibly learns them in a few dozen steps on a CPU.
+
+One file, standard library plus tokenizers, transformers and torch (imported when used): ``data-prep/data-process``
+ships it as ``scripts/transformers/make_tiny_model.py`` (``framework: transformers``, a copy made by ``make
+scripts``), so the framework examples' model step runs it from ``/etc/framework-scripts`` on every backend.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 COLORS = ["red", "green", "blue", "yellow", "purple", "orange", "black", "white", "pink", "brown"]
 ANIMALS = ["cat", "dog", "horse", "mouse", "tiger", "lion", "zebra", "panda", "eagle", "shark"]
@@ -83,7 +89,8 @@ def build_model(kind: str, tokenizer, out: Path, hidden: int, seed: int) -> None
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-    config_cls, model_cls = (Qwen3Config, Qwen3ForCausalLM) if kind == "qwen3" else (LlamaConfig, LlamaForCausalLM)
+    config_cls: Any = Qwen3Config if kind == "qwen3" else LlamaConfig
+    model_cls: Any = Qwen3ForCausalLM if kind == "qwen3" else LlamaForCausalLM
     config = config_cls(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, head_dim=hidden // 2,
                         max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,

@@ -5,13 +5,10 @@ recipe files (the p4d / one-GPU overlays included) plus a sizes overlay laid las
 and their falling loss, the merged Hugging Face model, the evaluation's metrics.
 
 The sizes overlay (:func:`fine_tune_sizes`) makes 2 nodes x 1 process, asks 1 CPU, and cuts the step counts; the
-harness drops the GPU/EFA requests (and says so). Two stand-ins, both said here and in docs/verified.md:
+harness drops the GPU/EFA requests (and says so). The model step runs as rendered: its script is the chart's
+(``framework: transformers``, ``/etc/framework-scripts/make_tiny_model.py`` from the framework-scripts ConfigMap).
+One stand-in, said here and in docs/verified.md:
 
-- the model step runs ``$MLRECIPE_PIPELINE_DIR/../shared/make_tiny_model.py``, a path on the rendering machine that
-  no volume of the pod mounts (``mlrecipe`` leaves the variable out of the pods and says so in a note): as rendered
-  from a checkout the step fails with "No such file" (``/../shared/make_tiny_model.py``). The overlay follows the
-  note's advice and runs the script from the ``pv-fsx`` claim (:data:`SCRIPT_ON_FSX`), as if the pipeline were kept
-  on FSx;
 - the accelerate p4d overlay writes an accelerate config with ``distributed_type: FSDP``, which accelerate refuses
   without a CUDA/XPU/... device (``FullyShardedDataParallelPlugin``: "no available devices found"); the overlay keeps
   its pre_script line for line but for ``MULTI_GPU`` (DDP, gloo on CPU, as the CPU recipe ``fine-tune.yaml`` runs).
@@ -21,7 +18,6 @@ Not named ``test_*.py``: about 2 minutes per example, beyond ``make test``'s bud
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -37,7 +33,6 @@ pytest.importorskip("peft", reason="the framework scripts need the frameworks ex
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FRAMEWORKS = EXAMPLES / "frameworks"
-SCRIPT_ON_FSX = "/fsx/pipeline/shared/make_tiny_model.py"
 #: Step counts cut for a CPU: (flag, value) replacing the recipe's own.
 ACCELERATE_STEPS = {"--max_steps": "30", "--eval_steps": "10", "--logging_steps": "5", "--max_eval_samples": "8"}
 LIGHTNING_STEPS = {"--max_steps": "30", "--val_check_interval": "10", "--log_every_n_steps": "5"}
@@ -116,15 +111,11 @@ def fsdp_as_ddp(step: Step) -> list[str]:
     return lines
 
 
-def model_step_from_fsx(release: Release, step: Step) -> dict:
-    """The model step's overlay: the tiny-model script from the pv-fsx claim, where the pipeline would be kept."""
-    recipe = yaml.safe_load(step.recipes[0].read_text())
-    args = list(recipe["process"]["args"])
-    assert args[0] == "$MLRECIPE_PIPELINE_DIR/../shared/make_tiny_model.py", args
-    target = release.fsx / SCRIPT_ON_FSX.removeprefix("/fsx/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(FRAMEWORKS / "shared" / "make_tiny_model.py", target)
-    return {"process": {"args": [SCRIPT_ON_FSX, *args[1:]]}}
+def model_step_as_rendered(step: Step) -> None:
+    """The model step runs the chart's script from /etc/framework-scripts, nothing from the rendering machine."""
+    (recipe,) = (yaml.safe_load(r.read_text()) for r in step.recipes)
+    assert recipe["framework"] == "transformers", recipe
+    assert recipe["process"]["args"][0] == "/etc/framework-scripts/make_tiny_model.py", recipe["process"]["args"]
 
 
 def run_step(release: Release, step: Step, overlay: dict | None) -> str:
@@ -160,7 +151,8 @@ def _release(tmp_path: Path, pipeline: Path) -> tuple[Release, dict[str, Step]]:
     return release, {s.name: s for s in steps}
 
 
-def _assert_tiny_model(release: Release) -> None:
+def _assert_tiny_model(release: Release, out: str) -> None:
+    assert "ok: Job/" in out, out
     model = release.fsx / "pretrained-models" / "tiny" / "qwen3"
     assert (model / "model.safetensors").is_file() and json.loads((model / "config.json").read_text())
     assert (release.fsx / "datasets" / "tiny" / "instructions" / "data.jsonl").is_file()
@@ -190,8 +182,9 @@ def _assert_evaluated(evaluation: dict) -> None:
 
 def test_accelerate_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
     release, steps = _release(tmp_path, FRAMEWORKS / "accelerate" / "pipeline-eks.yaml")
-    run_step(release, steps["model"], model_step_from_fsx(release, steps["model"]))
-    _assert_tiny_model(release)
+    model_step_as_rendered(steps["model"])
+    out = run_step(release, steps["model"], None)
+    _assert_tiny_model(release, out)
 
     fine_tune = steps["fine-tune"]
     sizes = fine_tune_sizes(fine_tune, ACCELERATE_STEPS)
@@ -216,8 +209,9 @@ def test_accelerate_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
 def test_lightning_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
     pytest.importorskip("lightning", reason="the pytorch_lightning scripts need lightning (the frameworks extra)")
     release, steps = _release(tmp_path, FRAMEWORKS / "pytorch_lightning" / "pipeline-eks.yaml")
-    run_step(release, steps["model"], model_step_from_fsx(release, steps["model"]))
-    _assert_tiny_model(release)
+    model_step_as_rendered(steps["model"])
+    out = run_step(release, steps["model"], None)
+    _assert_tiny_model(release, out)
 
     out = run_step(release, steps["fine-tune"], fine_tune_sizes(steps["fine-tune"], LIGHTNING_STEPS))
     assert "nvidia.com/gpu requests of 8 rewritten to none" in out and "ok: PyTorchJob/" in out

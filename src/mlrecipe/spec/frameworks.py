@@ -157,7 +157,7 @@ FRAMEWORKS: dict[str, Framework] = {f.name: f for f in (
     # No scripts of the project: what a recipe naming them runs.
     Framework("pytorch", aliases=("torch",), uses=("torch",)),
     Framework("deepspeed", uses=("torch", "deepspeed")),
-    Framework("transformers", uses=("torch", "transformers")),
+    Framework("transformers", uses=("torch", "transformers"), trees=(ScriptTree("data-prep/data-process"),)),
     Framework("mpi", aliases=("horovod",), uses=("mpi4py",)),
     Framework("ray", uses=("ray",)),
     Framework("tensorflow", uses=("tensorflow",)),
