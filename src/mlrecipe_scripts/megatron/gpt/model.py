@@ -55,14 +55,17 @@ class Block(nn.Module):
 
 
 class TorchGPT(nn.Module):
-    """Plain-torch GPT: ``forward(tokens) -> logits [batch, seq, vocab]``."""
+    """Plain-torch GPT: ``forward(tokens) -> logits [batch, seq, vocab]``. Its output layer is the word embeddings
+    (tied), or with ``untied_output`` a separate ``output.weight`` as megatron-core's ``GPTModel`` has (its
+    ``output_layer``), so a megatron-core checkpoint's weights run here unchanged (``gpt/evaluate.py``)."""
 
-    def __init__(self, shape: Shape) -> None:
+    def __init__(self, shape: Shape, untied_output: bool = False) -> None:
         super().__init__()
         self.embedding = nn.Embedding(shape.vocab_size, shape.hidden_size)
         self.position = nn.Embedding(shape.seq_length, shape.hidden_size)
         self.blocks = nn.ModuleList(Block(shape) for _ in range(shape.num_layers))
         self.final_ln = nn.LayerNorm(shape.hidden_size)
+        self.output = nn.Linear(shape.hidden_size, shape.vocab_size, bias=False) if untied_output else None
         std, out_std = shape.init_method_std, shape.init_method_std / math.sqrt(2.0 * shape.num_layers)
         for name, param in self.named_parameters():
             if param.dim() == 2:
@@ -75,7 +78,7 @@ class TorchGPT(nn.Module):
         x = self.embedding(tokens) + self.position(positions)
         for block in self.blocks:
             x = block(x)
-        return F.linear(self.final_ln(x), self.embedding.weight)
+        return F.linear(self.final_ln(x), self.embedding.weight if self.output is None else self.output.weight)
 
 
 def lm_loss(model: nn.Module, batch: torch.Tensor, megatron: bool = False) -> torch.Tensor:

@@ -129,5 +129,5 @@ def load(root: Path, iteration: int) -> dict[str, Any]:
     """The plain-torch layout's state (ScriptError for a megatron-core distributed checkpoint)."""
     if is_dist(folder(root, iteration)):
         raise ScriptError(f"{folder(root, iteration)}: a megatron-core checkpoint (torch_dist); this reader takes "
-                          f"{FILE} only (gpt/export_hf.py reads both)")
+                          f"{FILE} only (gpt/export_hf.py's read_checkpoint reads both, as export and evaluate do)")
     return torch.load(folder(root, iteration) / FILE, map_location="cpu", weights_only=False)
