@@ -1,7 +1,8 @@
 """Local volumes: the recipe's pvc mount paths (/efs, /fsx) resolve under a local root.
 
 Each step's nodes run in a private mount namespace (``unshare --mount``) where every pvc mount
-path is a bind mount of ``<root>/<pvc name>``, so recipes need no edits. ``ebs`` gets a scratch
+path is a bind mount of ``<root>/<pvc name>``, so recipes need no edits; a mount point this machine lacks is made
+in that namespace only (:mod:`.mount_points`), never on its own file systems. ``ebs`` gets a scratch
 directory: bind-mounted at its mount path, or exported as ``TMPDIR`` when that path is /tmp. A step whose
 recipe selects a ``framework:`` gets a writable copy of its chart's scripts at /etc/framework-scripts, as a
 Kubernetes pod does.
@@ -15,12 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlrecipe.backends.host.mount_points import mount_argv, mount_point_problem, user_namespaces_problem
 from mlrecipe.config import default_volume_root, read_config
 from mlrecipe.spec.framework_scripts import SCRIPTS_DIR, framework_scripts
 from mlrecipe.spec.load import StepSpec
 from mlrecipe.spec.recipe import Recipe
-
-BIND_SCRIPT = 'set -e; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; exec "$@"'
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,14 @@ def describe_framework_mount(mount: Mount) -> str:
 
 
 def wrap_argv(argv: list[str], mounts: list[Mount]) -> list[str]:
-    """Wrap ``argv`` so it runs in a private mount namespace with ``mounts`` in place."""
+    """Wrap ``argv`` so it runs in a private mount namespace with ``mounts`` in place (missing mount points made
+    in that namespace only)."""
     if not mounts:
         return argv
-    pairs: list[str] = []
-    for m in mounts:
-        pairs += [str(m.source), m.target]
     prefix = ["unshare", "--mount", "--propagation", "private"]
     if os.geteuid() != 0:
         prefix.append("--map-root-user")
-    return [*prefix, "sh", "-c", BIND_SCRIPT, "mlrecipe-mounts", *pairs, "--", *argv]
+    return [*prefix, *mount_argv([(str(m.source), m.target) for m in mounts], argv)]
 
 
 def mount_problems(mounts: list[Mount]) -> list[str]:
@@ -93,18 +91,16 @@ def mount_problems(mounts: list[Mount]) -> list[str]:
         return []
     if shutil.which("unshare") is None:
         return ["local volumes need 'unshare' (util-linux); install it or set local.volumes: none"]
-    problems = []
-    for m in mounts:
-        if not os.path.isdir(m.target) and os.geteuid() != 0:
-            problems.append(
-                f"mount point {m.target} does not exist: create it once (sudo mkdir -p {m.target}) "
-                "or set local.volumes: none in $MLRECIPE_HOME/config.yaml"
-            )
+    problems = [p for p in (mount_point_problem(m.source, m.target) for m in mounts) if p]
+    userns = user_namespaces_problem()
+    if userns:
+        problems.append(f"local volumes need a user namespace when not run as root, and {userns}: enable them, "
+                        "run as root, or set local.volumes: none in $MLRECIPE_HOME/config.yaml")
     return problems
 
 
 def prepare_mounts(mounts: list[Mount]) -> None:
-    """Create the local sources (filled copies made afresh) and, as root, the empty mount points."""
+    """Create the local sources (filled copies made afresh); the mount points are made in each node's namespace."""
     for m in mounts:
         if m.fill_from is not None:
             shutil.rmtree(m.source, ignore_errors=True)
@@ -112,5 +108,3 @@ def prepare_mounts(mounts: list[Mount]) -> None:
                 (m.source / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(m.fill_from / rel, m.source / rel)
         m.source.mkdir(parents=True, exist_ok=True)
-        if not os.path.isdir(m.target):
-            os.makedirs(m.target, exist_ok=True)

@@ -27,6 +27,7 @@ from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
 from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
+from mlrecipe.backends.host.mount_points import mount_argv, user_namespaces_problem
 from mlrecipe.backends.host.nodes import alive, bind_argv, identity, stop_nodes
 from mlrecipe.backends.sagemaker.local.archive import ArchiveError, extract_model
 from mlrecipe.backends.sagemaker.local.channels import S3ClientFactory
@@ -40,13 +41,9 @@ GPU_INSTANCE = re.compile(r"ml\.(p|g)[0-9]")
 
 
 def _model_mount_point() -> bool:
-    """Whether the server can see its model at /opt/ml/model (a private bind mount), as in SageMaker's containers;
-    else it reads it where it was extracted."""
-    if shutil.which("unshare") is None:
-        return False
-    if not os.path.isdir(MODEL_DIR) and os.geteuid() == 0:
-        os.makedirs(MODEL_DIR, exist_ok=True)
-    return os.path.isdir(MODEL_DIR)
+    """Whether the server can see its model at /opt/ml/model (a private bind mount, the mount point made in its
+    namespace only), as in SageMaker's containers; else it reads it where it was extracted."""
+    return shutil.which("unshare") is not None and user_namespaces_problem() is None
 
 
 def _failed(record: EndpointRecord, reason: str) -> None:
@@ -181,7 +178,7 @@ class LocalHosting:
         argv = [self._python(), str(SERVER), str(home)]
         if _model_mount_point():
             env["SM_MODEL_DIR"] = MODEL_DIR
-            argv = bind_argv([(str(home / "model"), MODEL_DIR)], argv)
+            argv = bind_argv([], mount_argv([(str(home / "model"), MODEL_DIR)], argv))
         else:
             env["SM_MODEL_DIR"] = str(home / "model")
         try:

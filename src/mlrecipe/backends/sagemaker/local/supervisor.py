@@ -26,6 +26,7 @@ from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.gpu_lease import GpuLease, busy_message
+from mlrecipe.backends.host.mount_points import mount_argv
 from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, identity
 from mlrecipe.backends.sagemaker.local.job import JobStatus, JobStore, TrainingJobRecord, fail, set_secondary
 from mlrecipe.backends.sagemaker.local.processes import remove_host_temps
@@ -44,10 +45,12 @@ class _Stop:
 
 
 def _start_hosts(local: dict[str, Any], lease_fds: list[int]) -> NodeGroup:
-    """The job's hosts as one node group, started: each its own host (namespaces, hostname, ``/opt/ml``)."""
-    group = NodeGroup([NodeSpec(argv=list(local["argv"]), env={**os.environ, **host["env"]},
-                                log_path=Path(host["log"]), cwd=Path(host["tree"]), hostname=host["name"],
-                                mounts=tuple((str(m[0]), str(m[1])) for m in host["mounts"]))
+    """The job's hosts as one node group, started: each its own host (namespaces, hostname, ``/opt/ml``, a root of
+    its own where the job may create directories such as a pvc's mount path without touching this machine's)."""
+    group = NodeGroup([NodeSpec(argv=mount_argv([(str(m[0]), str(m[1])) for m in host["mounts"]], list(local["argv"]),
+                                                fresh_root=True),
+                                env={**os.environ, **host["env"]}, log_path=Path(host["log"]), cwd=Path(host["tree"]),
+                                hostname=host["name"])
                        for host in local["hosts"]], pass_fds=lease_fds)
     group.start()
     return group

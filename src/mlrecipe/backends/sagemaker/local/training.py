@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
+from mlrecipe.backends.host.mount_points import user_namespaces_problem
 from mlrecipe.backends.host.nodes import alive, identity, kill_host
 from mlrecipe.backends.sagemaker.local.channels import (
     S3ClientFactory,
@@ -135,11 +136,10 @@ class LocalTraining:
                                "groups are not supported locally)", op)
         if shutil.which("unshare") is None:
             raise client_error("ValidationException", "local mode needs 'unshare' (util-linux)", op)
-        if not os.path.isdir(OPT_ML):
-            if os.geteuid() != 0:
-                raise client_error("ValidationException", f"local mode needs the mount point {OPT_ML}: create "
-                                   f"it once (sudo mkdir -p {OPT_ML})", op)
-            os.makedirs(OPT_ML, exist_ok=True)
+        userns = user_namespaces_problem()
+        if userns:
+            raise client_error("ValidationException", f"local mode's hosts need a user namespace when not run as "
+                               f"root, and {userns}: enable them or run as root", op)
 
     def _prepare(self, name: str, request: dict[str, Any], local: dict[str, Any]) -> None:
         home = self._jobs.home(name)
