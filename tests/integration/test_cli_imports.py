@@ -28,8 +28,10 @@ MODELS_AND_HELM = ("pydantic", "mlrecipe.spec.recipe", "mlrecipe.spec.load", "ml
 #: Modules the read-only commands once loaded for nothing (the step runtime: for a fabric check's figures, which a
 #: release without the check has not).
 READ_ONLY_NEEDS_NOT = ("mlrecipe.runtime.step_runtime",)
-#: Modules ``validate`` of the quickstart (no watchdog, no cluster) once loaded for nothing.
-VALIDATE_NEEDS_NOT = ("mlrecipe.runtime.step_runtime", "mlrecipe.runner", "mlrecipe.backends.registry")
+#: Modules ``validate`` of the quickstart (no watchdog, no cluster) once loaded for nothing (``importlib.metadata``:
+#: for pydantic's plugin scan, which the CLI skips).
+VALIDATE_NEEDS_NOT = ("mlrecipe.runtime.step_runtime", "mlrecipe.runner", "mlrecipe.backends.registry",
+                      "importlib.metadata")
 PROBE = textwrap.dedent("""\
     import atexit, json, sys
     out, args = sys.argv[1], sys.argv[2:]

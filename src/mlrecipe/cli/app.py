@@ -7,13 +7,18 @@ Heavy modules (backends, Helm, torch) are imported inside the commands that need
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated, Any
 
-import typer
+from mlrecipe.cli import lifecycle
 
-from mlrecipe.cli import address, output
-from mlrecipe.errors import ExitCode
+lifecycle.begin_if_program(sys.argv[0])  # before Typer's imports, when this is the mlrecipe program
+
+from pathlib import Path  # noqa: E402
+from typing import Annotated, Any  # noqa: E402
+
+import typer  # noqa: E402
+
+from mlrecipe.cli import address, output  # noqa: E402
+from mlrecipe.errors import ExitCode  # noqa: E402
 
 APP_SETTINGS: dict[str, Any] = {
     "name": "mlrecipe",
@@ -386,7 +391,6 @@ def app_for(args: list[str]) -> typer.Typer:
 
 def main() -> None:
     """Console entry point: clean messages and named exit codes, no tracebacks for mlrecipe's own errors."""
-    from mlrecipe.cli import lifecycle
     from mlrecipe.errors import MlrecipeError
 
     lifecycle.begin()
