@@ -45,10 +45,11 @@ class _Stop:
 
 
 def _start_hosts(local: dict[str, Any], lease_fds: list[int]) -> NodeGroup:
-    """The job's hosts as one node group, started: each its own host (namespaces, hostname, ``/opt/ml``, a root of
-    its own where the job may create directories such as a pvc's mount path without touching this machine's)."""
+    """The job's hosts as one node group, started: each its own host (namespaces, hostname, ``/opt/ml``; for a job with
+    file-system channels a root of its own, where its program makes their mount points (/fsx) without touching this
+    machine's)."""
     group = NodeGroup([NodeSpec(argv=mount_argv([(str(m[0]), str(m[1])) for m in host["mounts"]], list(local["argv"]),
-                                                fresh_root=True),
+                                                fresh_root=host.get("fresh_root", True)),
                                 env={**os.environ, **host["env"]}, log_path=Path(host["log"]), cwd=Path(host["tree"]),
                                 hostname=host["name"])
                        for host in local["hosts"]], pass_fds=lease_fds)

@@ -105,6 +105,7 @@ class LocalTraining:
         model_dest = (output / name / "output" if output else home / "output") / "model.tar.gz"
         mounts = [[str(src), dst] for src, dst in file_system_mounts(request.get("InputDataConfig") or [],
                                                                        self.file_systems_root)]
+        fresh_root = bool(mounts)  # the step program makes its file systems' mount points (/fsx) in its own root
         checkpoint = request.get("CheckpointConfig")
         if checkpoint:
             source = _local_path(checkpoint.get("S3Uri", "")) or home / "checkpoints"
@@ -121,7 +122,8 @@ class LocalTraining:
             env.update(request.get("Environment") or {})
             tree = home / "hosts" / host / "opt-ml"
             hosts.append({"name": host, "tree": str(tree), "env": env, "log": str(self.log_path(name, i)),
-                          "mounts": [[str(tree), OPT_ML], [str(home / "hosts.txt"), "/etc/hosts"], *mounts]})
+                          "mounts": [[str(tree), OPT_ML], [str(home / "hosts.txt"), "/etc/hosts"], *mounts],
+                          "fresh_root": fresh_root})
         max_run = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds", DEFAULT_MAX_RUN)
         return {"argv": argv, "hosts": hosts, "max_run": max_run, "stop_grace": self.stop_grace_s,
                 "model_dest": str(model_dest), "gpus": _leased(slices), "lease_dir": str(self.gpu_lease_dir)}
