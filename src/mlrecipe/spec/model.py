@@ -16,6 +16,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 
+def new_list() -> list[Any]:
+    """An empty list, the ``default_factory`` of a list field.
+
+    A Python function rather than the builtin ``list``: pydantic reads each factory's signature when it builds a
+    validator, and a builtin's is parsed from its text signature with ``tokenize`` (about 6 ms of ``validate``).
+    """
+    return []
+
+
+def new_dict() -> dict[str, Any]:
+    """An empty dict, the ``default_factory`` of a mapping field (see :func:`new_list`)."""
+    return {}
+
+
 class Model(BaseModel):
     """Base of every spec model and backend options model: unknown keys are errors and null values fall back
     to defaults."""

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from mlrecipe.spec.model import Model
+from mlrecipe.spec.model import Model, new_dict, new_list
 from mlrecipe.spec.names import NAME_PATTERN
 
 
@@ -26,10 +26,10 @@ class PipelineStep(Model):
         "or the values inline.",
     )
     values: dict[str, Any] = Field(
-        default_factory=dict, description="Values merged over the recipe (as helm --set / a later -f file would)."
+        default_factory=new_dict, description="Values merged over the recipe (as helm --set / a later -f file would)."
     )
     depends_on: list[str] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="Steps that must succeed before this one (a name or a list; [] for none); when no step sets "
         "it, the steps run in file order.",
     )

@@ -21,7 +21,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from mlrecipe.spec.model import Model
+from mlrecipe.spec.model import Model, new_dict, new_list
 
 #: The quantities every backend reads (a Kubernetes quantity without sign or exponent): 4, 0.5, 500m, 16Gi, 100G.
 _QUANTITY = re.compile(r"^(\d+(\.\d*)?|\.\d+)(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
@@ -82,12 +82,12 @@ class Resources(Model):
     """Requests/limits are free maps (``nvidia.com/gpu``, ``vpc.amazonaws.com/efa``, cpu, memory)."""
 
     requests: dict[str, Quantity] = Field(
-        default_factory=dict,
+        default_factory=new_dict,
         description="Resource requests per node: cpu, memory, nvidia.com/gpu, vpc.amazonaws.com/efa, "
         "aws.amazon.com/neuron, ... (container requests on Kubernetes; sbatch resources on Slurm).",
     )
     limits: dict[str, Quantity] = Field(
-        default_factory=dict, description="Resource limits per node, same keys as requests (GPUs usually go here)."
+        default_factory=new_dict, description="Resource limits per node, same keys as requests (GPUs usually go here)."
     )
     nnodes: int = Field(
         1, ge=1, le=MAX_NODES, validation_alias=AliasChoices("nnodes", "num_nodes", "gpu_nodes"),
@@ -179,7 +179,7 @@ class SageMakerBlock(Model):
     """What a step needs only when it runs on the SageMaker backend (ignored elsewhere)."""
 
     inputs: list[SageMakerInput] = Field(
-        default_factory=list, description="Data channels [{name, uri}] of the training job."
+        default_factory=new_list, description="Data channels [{name, uri}] of the training job."
     )
     model_from: str | None = Field(
         None, min_length=1, description="serving/sagemaker-endpoint: the earlier step whose model_artifacts it serves."
@@ -204,14 +204,14 @@ class CommandBlock(Model):
     """The ``train`` / ``process`` block: env, command and args (shell fragments)."""
 
     env: list[EnvVar] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="Environment [{name, value}] of every node; values may hold Helm expressions.",
     )
     command: list[str] = Field(
-        default_factory=list, description="Command words, joined with the args by spaces and run by bash."
+        default_factory=new_list, description="Command words, joined with the args by spaces and run by bash."
     )
     args: list[str] = Field(
-        default_factory=list, description="Argument words; shell fragments such as '2>&1 | tee $LOG' are allowed."
+        default_factory=new_list, description="Argument words; shell fragments such as '2>&1 | tee $LOG' are allowed."
     )
 
     _lists = field_validator("env", "command", "args", mode="before")(_as_list)
@@ -247,7 +247,7 @@ class ServerBlock(CommandBlock):
 
     name: str | None = Field(None, description="Name of the server container; empty: the chart's default.")
     ports: list[Any] | dict[str, Any] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="Ports: a list [{name, value}] or a map {http: 8000, grpc: 8001, metrics: 8002}.",
     )
     readiness_probe: Probe | None = Field(None, description="When the server is ready to take requests.")
@@ -298,10 +298,10 @@ class MpiRun(Model):
     """The MPIJob launcher: mpirun's env and arguments, the launcher pod and the worker containers."""
 
     env: list[EnvVar] = Field(
-        default_factory=list, description="Launcher env [{name, value}]; export to ranks with '-x NAME' in args."
+        default_factory=new_list, description="Launcher env [{name, value}]; export to ranks with '-x NAME' in args."
     )
     args: list[str] = Field(
-        default_factory=list, description="mpirun arguments; '-np <nodes * slots>' is added unless given."
+        default_factory=new_list, description="mpirun arguments; '-np <nodes * slots>' is added unless given."
     )
     slots_per_worker: int | None = Field(
         None, ge=1,
@@ -318,7 +318,7 @@ class MpiRun(Model):
         description="Worker container command: sshd, which mpirun reaches over ssh to start the ranks (the MPI "
         "operator's way); []: the image's entrypoint (an image whose entrypoint runs sshd).",
     )
-    worker_args: list[str] = Field(default_factory=list, description="Worker container args.")
+    worker_args: list[str] = Field(default_factory=new_list, description="Worker container args.")
     spread_workers: bool = Field(
         False, description="Spread the worker pods over nodes: at most one more worker on any node than on another "
         "(topologySpreadConstraints on kubernetes.io/hostname, DoNotSchedule).",
@@ -380,9 +380,9 @@ class Launcher(Model):
         description="Launcher; its node and rank flags come from the PET_* env contract."
     )
     script: str = Field(min_length=1, description="Script path (or module name with module: true).")
-    args: list[str] = Field(default_factory=list, description="Arguments of the script.")
+    args: list[str] = Field(default_factory=new_list, description="Arguments of the script.")
     options: list[str] = Field(
-        default_factory=list, description="Extra launcher options, placed before the script."
+        default_factory=new_list, description="Extra launcher options, placed before the script."
     )
     module: bool = Field(False, description="Run script as a Python module (-m).")
 
@@ -429,7 +429,7 @@ class Recipe(Model):
         default_factory=Resources, description="Nodes, processes per node, instance type, requests and limits."
     )
     tolerations: list[Toleration] = Field(
-        default_factory=list, description="Pod tolerations [{key, operator, value, effect, toleration_seconds}]."
+        default_factory=new_list, description="Pod tolerations [{key, operator, value, effect, toleration_seconds}]."
     )
     pvc: list[Pvc] = Field(
         default_factory=lambda: [Pvc(name="pv-fsx", mount_path="/fsx"), Pvc(name="pv-efs", mount_path="/efs")],
@@ -441,10 +441,11 @@ class Recipe(Model):
         default_factory=Git, description="Repository cloned into $HOME/tmp/$HOSTNAME (GIT_CLONE_DIR) in every node."
     )
     inline_script: list[str] = Field(
-        default_factory=list, description="Shell blocks run first in every node (e.g. heredocs writing config files)."
+        default_factory=new_list,
+        description="Shell blocks run first in every node (e.g. heredocs writing config files).",
     )
-    pre_script: list[str] = Field(default_factory=list, description="Shell lines run before the command.")
-    post_script: list[str] = Field(default_factory=list, description="Shell lines run after the command.")
+    pre_script: list[str] = Field(default_factory=new_list, description="Shell lines run before the command.")
+    post_script: list[str] = Field(default_factory=new_list, description="Shell lines run after the command.")
     train: CommandBlock | None = Field(None, description="Command block of the training charts: env, command, args.")
     process: CommandBlock | None = Field(
         None, description="Command block of the data-prep and model-prep charts: env, command, args."
@@ -515,7 +516,7 @@ class Recipe(Model):
         None, description="LeaderWorkerSet settings: {size, worker_mode, master_port, rbac}."
     )
     shm_size: str | None = Field(None, description="Size limit of the memory-backed /dev/shm (e.g. 64Gi); unset: none.")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Extra pod node selector labels.")
+    node_selector: dict[str, str] = Field(default_factory=new_dict, description="Extra pod node selector labels.")
     scheduler_name: str | None = Field(None, description="Pod schedulerName; empty: the default scheduler.")
     ttl_seconds_after_finished: int | None = Field(
         None, ge=0, le=INT32, description="Job ttlSecondsAfterFinished; unset: the finished Job is kept."
@@ -524,7 +525,7 @@ class Recipe(Model):
         None, ge=1, le=65535, description="PET_MASTER_PORT of multi-node (Indexed) Jobs of data-prep/data-process."
     )
     env: list[EnvVar] = Field(
-        default_factory=list, description="Extra env [{name, value}] of model-prep/hf-snapshot (reference form)."
+        default_factory=new_list, description="Extra env [{name, value}] of model-prep/hf-snapshot (reference form)."
     )
     hf_model_id: str | None = Field(None, description="Hugging Face Hub model id (HF_MODEL_ID).")
     hf_revision: str | None = Field(None, description="Branch, tag or commit of the model (HF_REVISION).")
