@@ -5,38 +5,16 @@ the planted defects: an entrypoint that fails, a worker given a wrong head addre
 from __future__ import annotations
 
 import json
-import subprocess
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.kubelet.controllers.rayjob import submit_command
+from tests.kubelet_runs.ray_cases import logs, render
 from tests.kubelet_runs.scenarios import run_harness
-from tests.repo import BIN, REPO, cli_env
 
 CHART = "data-prep/ray-data-process"
-#: the entrypoint (the step runtime on the head) runs this: a task on every node, the env KubeRay gave the head
-PROBE = """\
-import os, socket, sys
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-ray.init()
-nodes = [n for n in ray.nodes() if n["Alive"]]
-
-@ray.remote(num_cpus=1)
-def where():
-    return socket.gethostname()
-
-hosts = ray.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
-                 for n in nodes])
-print("ray nodes", sorted(n["NodeManagerAddress"] for n in nodes), "hosts", sorted(hosts), flush=True)
-for name in ("RAY_CLUSTER_NAME", "RAY_PORT", "RAY_USAGE_STATS_KUBERAY_IN_USE", "KUBERAY_GEN_RAY_START_CMD"):
-    print(f"{name}={os.environ.get(name)}", flush=True)
-"""
 STAND_IN = """\
 resources: {nnodes: 1}
 process:
@@ -46,25 +24,11 @@ process:
 
 
 def _render(tmp_path: Path) -> list[dict[str, Any]]:
-    overlay = tmp_path / "stand-in.yaml"
-    overlay.write_text(textwrap.dedent(STAND_IN))
-    scenario = REPO / "charts" / "machine-learning" / CHART / "ci" / "default-values.yaml"
-    out = subprocess.run([str(BIN / "mlrecipe"), "template", "kh", CHART, "-f", str(scenario), "-f", str(overlay),
-                          "-b", "kubernetes"], env=cli_env(tmp_path / "mlhome"), capture_output=True, text=True,
-                         timeout=120, check=True)
-    (tmp_path / "fsx").mkdir(exist_ok=True)
-    (tmp_path / "fsx" / "ray_probe.py").write_text(PROBE)
-    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+    return render(tmp_path, CHART, "default-values.yaml", STAND_IN)
 
 
 def _rayjob(objects: list[dict[str, Any]]) -> dict[str, Any]:
     return next(o for o in objects if o["kind"] == "RayJob")
-
-
-def _logs(tmp_path: Path, pattern: str) -> str:
-    found = sorted((tmp_path / "logs").glob(pattern))
-    assert found, f"no log {pattern}"
-    return "".join(p.read_text() for p in found)
 
 
 def test_submit_command_is_kuberays() -> None:
@@ -89,7 +53,7 @@ def test_rayjob_runs_on_a_kuberay_cluster_and_succeeds(tmp_path: Path) -> None:
     done = run_harness(tmp_path, _render(tmp_path), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok: RayJob/rayjob-kh: Complete (Ray job rayjob-kh-" in done.stdout
-    submitter = _logs(tmp_path, "*/ray-job-submitter.log")
+    submitter = logs(tmp_path, "*/ray-job-submitter.log")
     head_dir = next((tmp_path / "logs").glob("rayjob-kh-*-head-*"))
     worker_dir = next((tmp_path / "logs").glob("rayjob-kh-*-processing-worker-*"))
     cluster = head_dir.name.rsplit("-head-", 1)[0]

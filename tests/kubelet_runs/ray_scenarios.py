@@ -1,0 +1,62 @@
+"""RayJob renderings beyond ``test_ray.py``'s one scenario, through the harness (KubeRay v1.5.2): the ``raytrain``
+chart's ci scenarios (the runtime-env one pip-installs ``transformers==4.57.1`` into the job's runtime env, so it
+needs the package index) and ``examples/eks/ray``'s pipeline as ``mlrecipe run --dry-run -b kubernetes`` prints it
+(two RayJobs of a head and two workers each, in the pipeline's namespace, sharing the ``pv-fsx`` / ``pv-efs``
+claims; its scripts, which the pipeline expects under ``$HOME/code`` on EFS, are the stand-ins of
+:mod:`tests.kubelet_runs.ray_cases`). Not named ``test_*.py``: 1-4 minutes each; run it when named."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.kubelet_runs.ray_cases import PREPROCESS, TRAIN, logs, render
+from tests.kubelet_runs.scenarios import run_harness
+from tests.repo import BIN, EXAMPLES, REPO, cli_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+STAND_IN = """\
+resources: {nnodes: 1}
+train:
+  command: [python3]
+  args: [/fsx/ray_probe.py]
+"""
+
+
+@pytest.mark.parametrize("scenario", ["default-values.yaml", "runtime-env-values.yaml"])
+def test_raytrain_ci_scenario_runs(tmp_path: Path, scenario: str) -> None:
+    done = run_harness(tmp_path, render(tmp_path, "training/raytrain", scenario, STAND_IN), timeout=500)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: RayJob/rayjob-kh: Complete (Ray job rayjob-kh-" in done.stdout
+    assert "ray nodes ['127.0.0.2', '127.0.0.3']" in logs(tmp_path, "*/ray-job-submitter.log")
+
+
+def test_eks_ray_example_runs_both_rayjobs(tmp_path: Path) -> None:
+    out = subprocess.run([str(BIN / "mlrecipe"), "run", str(EXAMPLES / "eks" / "ray" / "pipeline.yaml"), "--dry-run",
+                          "-b", "kubernetes"], env=cli_env(tmp_path / "mlhome"), capture_output=True, text=True,
+                         timeout=120, check=True)
+    objects = [o for o in yaml.safe_load_all(out.stdout) if o]
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "RayJob"] == [
+        "rayjob-ray-sft-preprocess", "rayjob-ray-sft-train"]
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(out.stdout)
+    fsx, code = tmp_path / "fsx", tmp_path / "efs" / "home" / "ray-sft" / "code"
+    fsx.mkdir()
+    code.mkdir(parents=True)
+    (code / "preprocess.py").write_text(PREPROCESS)
+    (code / "ray_train_sft.py").write_text(TRAIN)
+    done = subprocess.run([sys.executable, "-m", "tests.kubelet", str(stream), "--logs", str(tmp_path / "logs"),
+                           "--timeout", "800", "--pvc", f"pv-fsx={fsx}", "--pvc", f"pv-efs={tmp_path / 'efs'}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: RayJob/rayjob-ray-sft-preprocess: Complete" in done.stdout
+    assert "ok: RayJob/rayjob-ray-sft-train: Complete" in done.stdout
+    assert "preprocess wrote 4 shards to /fsx/ray-sft/data on 3 Ray nodes" in logs(
+        tmp_path, "rayjob-ray-sft-preprocess-?????/ray-job-submitter.log")
+    assert "train read 4 shards, sum 14, transformers ['4.57.1']" in logs(
+        tmp_path, "rayjob-ray-sft-train-?????/ray-job-submitter.log")
