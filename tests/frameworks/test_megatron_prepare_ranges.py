@@ -11,6 +11,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -195,3 +196,26 @@ def test_a_bad_line_in_another_ranks_range_fails_both_ranks_naming_its_byte_offs
     assert [err.splitlines()[-1].startswith(line) for _, _, err in runs] == [True, True], [e for _, _, e in runs]
     assert runs[0][2].rstrip().endswith("; no manifest written")
     assert not (data / "manifest.json").exists() and not (data / "pile_00_text_document.bin").exists()
+
+
+#: Runs a script as ``python SCRIPT ARGS`` does, then says on stderr whether torch was imported by then.
+TORCH_PROBE = ("import runpy, sys\nsys.argv = sys.argv[1:]\n"
+               "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+               "finally:\n    sys.stderr.write(f'TORCH_IMPORTED={\"torch\" in sys.modules}\\n')\n")
+
+
+@pytest.mark.integration
+def test_writer_auto_imports_torch_only_for_a_file_written_whole(corpus: Corpus, tmp_path: Path) -> None:
+    pytest.importorskip("megatron.core.datasets.indexed_dataset", reason="auto picks megatron-core only when present")
+    for flags, torch_imported, writer in ((["--split-within-files"], False, "mlrecipe"), ([], True, "megatron-core")):
+        data = tmp_path / ("cut" if flags else "whole")
+        stage_shards(corpus, data, (0, 1))
+        _, script, *rest = prepare_command("--file-numbers", "0-1", "--data-dir", str(data), "--tokenizer-dir",
+                                           str(corpus.tokenizer), "--append-eod", "--stages", "extract,preprocess",
+                                           "--writer", "auto", *flags)
+        done = subprocess.run([sys.executable, "-c", TORCH_PROBE, script, *rest], env=clean_env(),
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"TORCH_IMPORTED={torch_imported}" in done.stderr, (flags, done.stderr[-2000:])
+        manifest = json.loads((data / "manifest.json").read_text())
+        assert {p["writer"] for p in manifest["prefixes"]} == {writer}, manifest["prefixes"]

@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--writer", default="builtin", choices=("builtin", "megatron", "auto"),
                         help="builtin: this project's writer, byte for byte megatron-core's format, without loading "
                         "torch; megatron: megatron-core's IndexedDatasetBuilder (imports torch in every rank); auto: "
-                        "megatron when it imports, else builtin")
+                        "megatron when it imports, else builtin, decided at the first file written whole (a run whose "
+                        "files are all cut never imports torch)")
     parser.add_argument("--split-size", type=byte_size, default=DEFAULT_SPLIT_SIZE,
                         help="cut every .jsonl larger than this into byte ranges spread over all ranks "
                         "(bytes, or with K/M/G; default 256M)")
@@ -182,7 +183,7 @@ class Preparation:
             except (TokenizerError, OSError) as exc:
                 where = args.tokenizer_dir or args.vocab_file or "tokenizer"
                 raise ShardFailure(f"tokenizer {where}", str(exc)) from None
-            self.writer = self.resolve_writer()
+            self.writer = self.resolve_writer() if args.writer == "megatron" else args.writer
             dtype = optimal_dtype(self.tok.vocab_size).name
             self.encoding = Encoding(self.source, args.json_key, args.append_eod, dtype)
             self.fingerprint = hashlib.sha256(json.dumps(
@@ -194,7 +195,9 @@ class Preparation:
                 raise ShardFailure(args.checksum_file, str(exc)) from None
 
     def resolve_writer(self) -> str:
-        """``auto`` -> ``megatron`` when megatron-core's indexed-dataset module imports (imported here, once)."""
+        """``auto`` -> ``megatron`` when megatron-core's indexed-dataset module imports (imported here, once).
+        ``--writer megatron`` is checked at setup; ``auto`` only when a whole file is written (:meth:`tokenize`),
+        so a run whose files are all cut (always the built-in writer) never imports megatron-core or torch."""
         if self.args.writer == "builtin":
             return "builtin"
         version = megatron_version()
@@ -281,6 +284,8 @@ class Preparation:
 
     def tokenize(self, source: Path, bin_path: Path, idx_path: Path, marker: Path) -> None:
         assert self.encoding is not None and self.tok is not None
+        if self.writer == "auto":
+            self.writer = self.resolve_writer()
         markers.forget(bin_path, idx_path)
         marker.unlink(missing_ok=True)
         bin_part = bin_path.with_name(bin_path.name + ".part")
