@@ -299,6 +299,10 @@ def large_file(args: argparse.Namespace, work: Path) -> int:
                                                                    results["2 ranks, ranges"], strict=True)]
     print(f"per round (runs made next to each other), 2 ranks / single-process path: "
           f"{', '.join(f'{r:.2f}x' for r in paired)}; median {statistics.median(paired):.2f}x")
+    ranged_pairs = [one["seconds"] / two["seconds"] for one, two in zip(results["1 rank, ranges"],
+                                                                         results["2 ranks, ranges"], strict=True)]
+    print(f"per round, 2 ranks / 1 rank with ranges: {', '.join(f'{r:.2f}x' for r in ranged_pairs)}; median "
+          f"{statistics.median(ranged_pairs):.2f}x")
     print(f"the same on idle cores (busiest rank's CPU s): {cpu['single-process path'] / cpu['2 ranks, ranges']:.2f}x "
           f"and {cpu['1 rank, ranges'] / cpu['2 ranks, ranges']:.2f}x")
     print(f"single-process path / megatron-core loop: "
