@@ -9,12 +9,14 @@ A problem is an :class:`ArchiveError` whose message is one line.
 from __future__ import annotations
 
 import shutil
-import tarfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
+
+if TYPE_CHECKING:
+    import tarfile  # imported where an archive is read: not on a training job's way
 
 CHUNK = 1 << 20
 
@@ -38,6 +40,8 @@ def _refusal(member: tarfile.TarInfo) -> str | None:
 
 def _read_whole(archive: Path) -> list[tarfile.TarInfo]:
     """Every member of ``archive``, each one's data read and the compressed stream read to its end."""
+    import tarfile
+
     with tarfile.open(archive, "r:*") as tar:
         members = []
         for member in tar:
@@ -70,6 +74,8 @@ def extract_model(url: str, dest: Path, s3_client_factory: Callable[[], Any] | N
     """The model at ``url`` in ``dest``: a ``file://`` directory copied as it is (mode local only: a model a step
     on another backend left on a shared volume), else the archive fetched beside ``dest``, checked whole and
     extracted. Raises :class:`ArchiveError` (one line) for anything that cannot be read or is refused."""
+    import tarfile
+
     try:
         if url.startswith("file://") and Path(unquote(urlparse(url).path)).is_dir():
             shutil.copytree(unquote(urlparse(url).path), dest, dirs_exist_ok=True, symlinks=True)

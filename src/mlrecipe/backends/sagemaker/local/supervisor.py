@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import sys
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -90,6 +89,8 @@ def _lease(store: JobStore, name: str, local: dict[str, Any], stop: _Stop, deadl
 
 
 def _pack(directory: Path, archive: Path) -> None:
+    import tarfile  # only once the job has ended: not on the way to the hosts' start
+
     archive.parent.mkdir(parents=True, exist_ok=True)
     tmp = archive.with_name(archive.name + ".partial")
     with tarfile.open(tmp, "w:gz") as tar:
