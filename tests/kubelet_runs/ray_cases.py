@@ -45,7 +45,7 @@ ray.init()
 def shard(i):
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, f"shard-{i}.txt"), "w") as f:
-        f.write(f"{i * i}\n")
+        f.write(f"{i * i}\\n")
     return socket.gethostname()
 
 hosts = ray.get([shard.remote(i) for i in range(4)])
