@@ -151,7 +151,8 @@ class RayClusterPods:
         port = self.service_ports().get("dashboard")
         if port is None:
             raise LookupError(f"Service {self.head_service}: dashboard port is not found (the head container names "
-                              "ports but none 'dashboard'): KubeRay cannot submit the job")
+                              "ports but none 'dashboard'): KubeRay has no dashboard URL to reach "
+                              "(utils.FetchHeadServiceURL)")
         return f"{self.fqdn}:{port}"
 
     def head_service_object(self, name: str | None = None) -> dict[str, Any]:
