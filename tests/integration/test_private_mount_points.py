@@ -108,3 +108,15 @@ def test_an_ordinary_user_gets_a_top_level_mount_point_in_a_user_namespace(absen
     finally:
         shutil.rmtree(shared, ignore_errors=True)
         shutil.rmtree(f"/another-{absent_top_level[1:]}", ignore_errors=True)
+
+
+def test_a_missing_mount_point_below_a_link_fails_with_one_error_line(tmp_path: Path) -> None:
+    volume, real = tmp_path / "volume", tmp_path / "real"
+    volume.mkdir()
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    done = _run_in_namespace([(str(volume), str(tmp_path / "link" / "fsx"))], "echo started", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (f"error: mount point {tmp_path}/link/fsx: {tmp_path}/link is a symbolic link; name the "
+                           "path without links\n")
+    assert list(real.iterdir()) == []

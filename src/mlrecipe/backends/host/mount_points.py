@@ -20,22 +20,26 @@ fresh=$1; shift
 here=$PWD
 made='
 '
+m() { mount -n -c "$@"; }
 fail() { echo "error: $*" >&2; exit 2; }
 copy_into() {
-  s=${1%/}
+  s=${1%/}; d=$2
+  set --; for e in "$s"/* "$s"/.[!.]* "$s"/..?*; do [ ! -L "$e" ] || set -- "$@" "$e"; done
+  [ $# -eq 0 ] || cp -P "$@" "$d/"
+  set --; for e in "$s"/* "$s"/.[!.]* "$s"/..?*; do [ -L "$e" ] || [ ! -d "$e" ] || set -- "$@" "$d/${e##*/}"; done
+  [ $# -eq 0 ] || mkdir "$@"
   for e in "$s"/* "$s"/.[!.]* "$s"/..?*; do
-    n=${e##*/}
-    if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$2/$n"
-    elif [ -d "$e" ]; then mkdir "$2/$n"; mount --rbind "$e" "$2/$n"
-    elif [ -e "$e" ]; then : > "$2/$n"; mount --bind "$e" "$2/$n"
+    if [ -L "$e" ]; then :
+    elif [ -d "$e" ]; then m --rbind "$e" "$d/${e##*/}"
+    elif [ -e "$e" ]; then : > "$d/${e##*/}"; m --bind "$e" "$d/${e##*/}"
     fi
   done
 }
 shadow() {
-  mount --rbind "$1" "$root/.mlrecipe-stage"
-  mount -t tmpfs -o "mode=$(stat -c %a "$1")" mlrecipe-mount-point "$1"
+  m --rbind "$1" "$root/.mlrecipe-stage"
+  m -t tmpfs -o "mode=$(stat -c %a "$1")" mlrecipe-mount-point "$1"
   copy_into "$root/.mlrecipe-stage" "$1"
-  umount -l "$root/.mlrecipe-stage"
+  umount -n -c -l "$root/.mlrecipe-stage"
   made="$made$1
 "
 }
@@ -62,28 +66,28 @@ $p
 missing() { while [ "$1" != -- ]; do [ -e "$2" ] || return 0; shift 2; done; return 1; }
 first_dir() { while [ "$1" != -- ]; do if [ -d "$1" ]; then root=$1; return; fi; shift 2; done; }
 if [ "$fresh" != root ] && ! missing "$@"; then
-  while [ "$1" != -- ]; do mount --bind "$1" "$2"; shift 2; done
+  while [ "$1" != -- ]; do m --bind "$1" "$2"; shift 2; done
   shift; exec "$@"
 fi
 root=
 first_dir "$@"
 [ -n "$root" ] || fail "a private root needs a directory among the mounts' sources"
-mount -t tmpfs -o mode=0755 mlrecipe-root "$root"
-mount --make-unbindable "$root"
+m -t tmpfs -o mode=0755 mlrecipe-root "$root"
+m --make-unbindable "$root"
 copy_into / "$root"
-mount --make-private "$root"
+m --make-private "$root"
 mkdir "$root/.mlrecipe-stage" "$root/.mlrecipe-old-root"
 made="$made$root
 "
 while [ "$1" != -- ]; do
   if [ -d "$root$1" ]; then make "$2" d; else make "$2" f; fi
-  mount --bind "$root$1" "$root$2"
+  m --bind "$root$1" "$root$2"
   shift 2
 done
 shift
 cd "$root"
 pivot_root . .mlrecipe-old-root
-umount -l /.mlrecipe-old-root
+umount -n -c -l /.mlrecipe-old-root
 rmdir /.mlrecipe-old-root /.mlrecipe-stage
 cd "$here" 2>/dev/null || cd /
 exec "$@"
@@ -98,16 +102,20 @@ def mount_argv(mounts: Sequence[tuple[str, str]], argv: list[str], *, fresh_root
     return ["sh", "-c", MOUNT_SCRIPT, "mlrecipe-mounts", "root" if fresh_root else "", *pairs, "--", *argv]
 
 
-def user_namespaces_problem() -> str | None:
-    """Why a process not run as root cannot have mount points of its own here (no user namespaces), or None."""
+def user_namespaces_problem(proc: Path = Path("/proc")) -> str | None:
+    """Why a process not run as root cannot have mount points of its own here (user namespaces are off), or None;
+    ``proc``: where the kernel's settings are read."""
     if os.geteuid() == 0:
         return None
     try:
-        if int(Path("/proc/sys/user/max_user_namespaces").read_text()) == 0:
+        if int((proc / "sys/user/max_user_namespaces").read_text()) == 0:
             return "user namespaces are off (/proc/sys/user/max_user_namespaces is 0)"
-        if Path("/proc/sys/kernel/unprivileged_userns_clone").read_text().strip() == "0":
-            return "unprivileged user namespaces are off (/proc/sys/kernel/unprivileged_userns_clone is 0)"
     except (OSError, ValueError):
+        pass
+    try:
+        if (proc / "sys/kernel/unprivileged_userns_clone").read_text().strip() == "0":
+            return "unprivileged user namespaces are off (/proc/sys/kernel/unprivileged_userns_clone is 0)"
+    except OSError:
         pass
     return None
 
