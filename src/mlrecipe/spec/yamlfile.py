@@ -9,6 +9,7 @@ cheap), measured with memoised subtree sizes, and only then constructed from tha
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,19 +57,17 @@ class _Refused(Exception):
         self.loc = loc
 
 
-class _Loader(yaml.SafeLoader):
-    """The safe loader, refusing nesting deeper than :data:`MAX_DEPTH` while it composes (the
-    composer recurses once per level, so a deep document would otherwise end in a RecursionError).
+class _Checks(yaml.composer.Composer, yaml.constructor.SafeConstructor):
+    """The safe loader's composer and constructor, refusing nesting deeper than :data:`MAX_DEPTH` while it composes
+    (the composer recurses once per level, so a deep document would otherwise end in a RecursionError).
 
     Values become what Helm reads from the same text: a timestamp stays its text (Helm's YAML reader keeps it
     a string), ``!!binary`` and ``!!set`` are refused (no JSON value carries them), and a scalar its tag cannot
     read (``!!int x``, ``!!bool maybe``, an integer of more than 4,300 digits) is refused at its line and field.
     """
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self.node_locs: dict[int, Loc] = {}
+    _depth = 0
+    node_locs: dict[int, Loc]
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
@@ -96,16 +95,48 @@ class _Loader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
+                mark = self.peek_event().start_mark  # type: ignore[attr-defined]  # the parser's (Python or libyaml)
                 raise _Refused(f"nesting deeper than {MAX_DEPTH} levels", mark.line + 1)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
 
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader._timestamp_text)
-_Loader.add_constructor("tag:yaml.org,2002:binary", _Loader._unsupported)
-_Loader.add_constructor("tag:yaml.org,2002:set", _Loader._unsupported)
+_Checks.add_constructor("tag:yaml.org,2002:timestamp", _Checks._timestamp_text)  # type: ignore[type-var]
+_Checks.add_constructor("tag:yaml.org,2002:binary", _Checks._unsupported)  # type: ignore[type-var]
+_Checks.add_constructor("tag:yaml.org,2002:set", _Checks._unsupported)  # type: ignore[type-var]
+
+
+class _Loader(_Checks, yaml.SafeLoader):
+    """PyYAML's pure-Python reader, scanner and parser under :class:`_Checks`: its messages name the problem
+    and its line."""
+
+    def __init__(self, stream: str) -> None:
+        yaml.SafeLoader.__init__(self, stream)
+        self.node_locs = {}
+
+
+_CParser: Any = getattr(getattr(yaml, "cyaml", None), "CParser", None)  # None: a PyYAML built without libyaml
+#: Texts only the pure-Python parser reads: with a character its reader refuses (its message names it), or a tab, a
+#: ``?`` or a byte-order mark, with which libyaml accepts what PyYAML refuses (``:#<tab>x`` as a key, ``{cpu? 1}``, a
+#: mark starting a line), found by comparing the two on mutated recipes (``tests/unit/test_yaml_fast_parser.py``).
+_PURE_PYTHON_ONLY = re.compile(yaml.reader.Reader.NON_PRINTABLE.pattern + r"|[\t?\ufeff]")
+
+
+if _CParser is not None:
+    class _FastLoader(_Checks, _CParser, yaml.resolver.Resolver):  # type: ignore[misc]
+        """libyaml's scanner and parser (about 10 times faster) under the same Python composer and constructor:
+        the same nodes, lines and values. A document it refuses is read again by :class:`_Loader`, whose message
+        says why."""
+
+        get_single_node = yaml.composer.Composer.get_single_node  # the Python composer's, not libyaml's
+
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            self.node_locs = {}
 
 
 def _measure(root: yaml.Node) -> None:
@@ -190,12 +221,43 @@ def _line_column(text: str | bytes, position: int) -> tuple[int, int]:
 
 def parse_yaml(text: str, file: str) -> YamlDoc:
     """Parse ``text``; a syntax error, a duplicate key or a document over the limits (size, depth,
-    nodes once aliases are expanded) raises :class:`SpecError` naming the line."""
+    nodes once aliases are expanded) raises :class:`SpecError` naming the line.
+
+    libyaml scans and parses when PyYAML has it (:class:`_FastLoader`); a text with a character PyYAML's reader
+    refuses, or one libyaml refuses, is read by the pure-Python parser (:class:`_Loader`), whose messages are the
+    ones users see.
+    """
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise _too_big(file, None)
-    loader: _Loader | None = None
+    if _CParser is not None and not _PURE_PYTHON_ONLY.search(text):
+        try:
+            return _read(_FastLoader(text), file)
+        except _Refused as exc:
+            raise _refusal(file, exc) from None
+        except (SpecError, RecursionError, MemoryError):
+            raise
+        except Exception:  # libyaml refused it: the pure-Python parser says why, as it always has
+            pass
     try:
-        loader = _Loader(text)  # may raise: the reader refuses non-printable characters
+        return _read(_Loader(text), file)  # may raise: the reader refuses non-printable characters
+    except _Refused as exc:
+        raise _refusal(file, exc) from None
+    except yaml.reader.ReaderError as exc:
+        at_line, column = _line_column(text, exc.position)
+        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        raise SpecError.single(file, f"YAML syntax error: column {column}: character {char} (a control character) "
+                               "is not allowed", at_line) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError.single(file, f"YAML syntax error: {problem}", line) from None
+
+
+def _read(loader: _Checks, file: str) -> YamlDoc:
+    """Compose, check and construct the document ``loader`` reads; a duplicate key raises :class:`SpecError`, a
+    document over the limits :class:`_Refused`, a syntax error PyYAML's own."""
+    try:
         node = loader.get_single_node()
         if node is not None:
             _measure(node)
@@ -207,22 +269,13 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
             raise SpecError(issues)
         # Built from the same node graph (after the walk: merge keys are flattened in place).
         data = loader.construct_document(node) if node is not None else None
-    except _Refused as exc:
-        raise SpecError.single(file, f"YAML document refused: {exc.message}", exc.line, _fmt(exc.loc)) from None
-    except yaml.reader.ReaderError as exc:
-        at_line, column = _line_column(text, exc.position)
-        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
-        raise SpecError.single(file, f"YAML syntax error: column {column}: character {char} (a control character) "
-                               "is not allowed", at_line) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError.single(file, f"YAML syntax error: {problem}", line) from None
     finally:
-        if loader is not None:
-            loader.dispose()
+        loader.dispose()  # type: ignore[attr-defined]  # the parser's
     return YamlDoc(file, data, lines)
+
+
+def _refusal(file: str, exc: _Refused) -> SpecError:
+    return SpecError.single(file, f"YAML document refused: {exc.message}", exc.line, _fmt(exc.loc))
 
 
 def load_yaml(path: str | Path, shown: str | None = None) -> YamlDoc:
