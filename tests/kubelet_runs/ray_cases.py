@@ -68,10 +68,25 @@ got = ray.get([read.remote(n) for n in sorted(os.listdir(data))])
 print(f"train read {len(got)} shards, sum {sum(v for v, _ in got)}, transformers {sorted({t for _, t in got})}",
       flush=True)
 """
+#: a Ray Serve application for the RayService runs (``import_path: hello:app`` with ``/fsx`` on ``PYTHONPATH``)
+HELLO = """\
+import socket
+from ray import serve
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0})
+class Hello:
+    def __call__(self, request):
+        return f"hello from {socket.gethostname()}"
+
+
+app = Hello.bind()
+"""
 
 
 def render(tmp_path: Path, chart: str, scenario: str, stand_in: str, release: str = "kh") -> list[dict[str, Any]]:
-    """``mlrecipe template RELEASE CHART -f ci/SCENARIO -f stand-in``; :data:`PROBE` put on the ``pv-fsx`` claim
+    """``mlrecipe template RELEASE CHART -f ci/SCENARIO -f stand-in``; :data:`PROBE` and :data:`HELLO` put on the
+    ``pv-fsx`` claim
     (``tmp_path/fsx``, the directory ``scenarios.run_harness`` gives the harness)."""
     overlay = tmp_path / "stand-in.yaml"
     overlay.write_text(textwrap.dedent(stand_in))
@@ -81,6 +96,7 @@ def render(tmp_path: Path, chart: str, scenario: str, stand_in: str, release: st
                          timeout=120, check=True)
     (tmp_path / "fsx").mkdir(exist_ok=True)
     (tmp_path / "fsx" / "ray_probe.py").write_text(PROBE)
+    (tmp_path / "fsx" / "hello.py").write_text(HELLO)
     return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
 
 

@@ -1,6 +1,8 @@
-"""RayJob through the harness as KubeRay v1.5.2 runs it: the ray-data-process chart's ci scenario (a head and one
-worker pod with KubeRay's ``ray start`` commands, the submitter's ``ray job submit`` against the real dashboard), and
-the planted defects: an entrypoint that fails, a worker given a wrong head address."""
+"""RayJob and RayService through the harness as KubeRay v1.5.2 runs them: the ray-data-process chart's ci scenario
+(a head and one worker pod with KubeRay's ``ray start`` commands, the submitter's ``ray job submit`` against the real
+dashboard), the rayserve chart's with a stand-in Serve application, and the planted defects: an entrypoint that
+fails, a worker given a wrong head address, a head Service without a dashboard port (as the rayserve ci scenario
+renders it)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.kubelet.controllers.rayjob import submit_command
 from tests.kubelet_runs.ray_cases import logs, render
@@ -23,6 +26,20 @@ process:
 """
 
 
+#: the rayserve chart's ci scenario with a stand-in Serve application (and the head's ports as the scenario has them)
+SERVE_STAND_IN = """\
+ray:
+  serve_config_v2:
+    serveConfigV2: |
+      applications:
+        - name: hello
+          import_path: hello:app
+          route_prefix: /
+          runtime_env:
+            env_vars:
+              PYTHONPATH: "/fsx"
+resources: {min_replicas: 1, max_replicas: 1}
+"""
 def _render(tmp_path: Path) -> list[dict[str, Any]]:
     return render(tmp_path, CHART, "default-values.yaml", STAND_IN)
 
@@ -92,3 +109,31 @@ def test_ray_worker_with_a_wrong_head_address_fails_naming_it(tmp_path: Path) ->
     assert "not Ready within --timeout 60 s" in done.stdout
     assert "-processing-worker-" in done.stdout and ", container ray-worker" in done.stdout
     assert "Failed to connect to GCS at address rayjob-kh-wrong-head-svc:6379" in done.stdout
+
+
+def _rayservice(tmp_path: Path, with_dashboard_port: bool) -> list[dict[str, Any]]:
+    values = yaml.safe_load(SERVE_STAND_IN)
+    if with_dashboard_port:
+        values["ray"]["ports"] = [{"name": "gcs", "port": 6379}, {"name": "dashboard", "port": 8265},
+                                  {"name": "serve", "port": 8000}]
+    return render(tmp_path, "serving/rayserve", "vllm-values.yaml", yaml.safe_dump(values))
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_rayservice_becomes_ready_with_its_serve_application_running(tmp_path: Path) -> None:
+    done = run_harness(tmp_path, _rayservice(tmp_path, with_dashboard_port=True), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: RayService/kh: ready (Serve applications RUNNING: hello; kh-serve-svc answers)" in done.stdout
+    assert "Ray runtime started." in logs(tmp_path, "kh-*-serving-worker-*/ray-worker.log")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_rayservice_without_a_dashboard_port_fails_naming_the_head_service(tmp_path: Path) -> None:
+    """The rayserve ci scenario names the head's ports gcs and serve only: KubeRay's head Service then has no
+    dashboard port and the Serve applications are never submitted."""
+    done = run_harness(tmp_path, _rayservice(tmp_path, with_dashboard_port=False), timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED: RayService/kh: Service kh-" in done.stdout
+    assert "-head-svc: dashboard port is not found" in done.stdout and "  pod kh-" in done.stdout
