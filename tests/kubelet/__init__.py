@@ -15,12 +15,12 @@ Covered kinds: batch ``Job`` (:mod:`.controllers.job`), ``PyTorchJob`` v1 as tra
 (:mod:`.controllers.pytorchjob`), ``MPIJob`` v2beta1 as mpi-operator v0.6.0 with real sshd on the workers and real
 ssh from the launcher's ``mpirun`` (:mod:`.controllers.mpijob`), ``Deployment`` with its ``Service`` and readiness
 probes (:mod:`.controllers.deployment`), ``TrainJob`` as Kubeflow Trainer v2.3.0 and JobSet on its
-``torch-distributed`` runtime (:mod:`.controllers.trainjob`), ``RayJob`` and ``RayService`` as KubeRay v1.5.2
-(their RayCluster's head and worker pods with KubeRay's ``ray start`` commands and env; a RayJob's submitter Job
+``torch-distributed`` runtime (:mod:`.controllers.trainjob`), ``RayJob``, ``RayService`` and ``RayCluster`` as
+KubeRay v1.5.2 (their RayCluster's head and worker pods with KubeRay's ``ray start`` commands and env; a RayJob's submitter Job
 running ``ray job submit`` against the real dashboard, a RayService's ``serveConfigV2`` put to the dashboard's Serve
 API: :mod:`.controllers.rayjob`, :mod:`.controllers.rayservice`, :mod:`.controllers.raycluster`, where what they do
 more simply is listed). Not covered (the run exits 1 naming the kind, before anything starts): ``LeaderWorkerSet``,
-``RayCluster``, ``StatefulSet``, ``DaemonSet``, bare ``Pod``. Not acted on (said in a note): HorizontalPodAutoscaler,
+``StatefulSet``, ``DaemonSet``, bare ``Pod``. Not acted on (said in a note): HorizontalPodAutoscaler,
 PodDisruptionBudget, RBAC, Kueue objects, PVCs.
 
 Knowingly simpler than a cluster:

@@ -95,6 +95,7 @@ from tests.kubelet.controllers.deployment import DeploymentController  # noqa: E
 from tests.kubelet.controllers.job import JobController  # noqa: E402
 from tests.kubelet.controllers.mpijob import MPIJobController  # noqa: E402
 from tests.kubelet.controllers.pytorchjob import PyTorchJobController  # noqa: E402
+from tests.kubelet.controllers.raycluster import RayClusterController  # noqa: E402
 from tests.kubelet.controllers.rayjob import RayJobController  # noqa: E402
 from tests.kubelet.controllers.rayservice import RayServiceController  # noqa: E402
 from tests.kubelet.controllers.trainjob import TrainJobController  # noqa: E402
@@ -102,10 +103,9 @@ from tests.kubelet.controllers.trainjob import TrainJobController  # noqa: E402
 COVERED: dict[str, type[Controller]] = {"Job": JobController, "PyTorchJob": PyTorchJobController,
                                         "MPIJob": MPIJobController, "Deployment": DeploymentController,
                                         "TrainJob": TrainJobController, "RayJob": RayJobController,
-                                        "RayService": RayServiceController}
+                                        "RayService": RayServiceController, "RayCluster": RayClusterController}
 NOT_COVERED = {
     "LeaderWorkerSet": "LeaderWorkerSet 0.8.0's leader/worker pods and LWS_* env are not emulated",
-    "RayCluster": "KubeRay's head/worker start commands are not emulated",
     "StatefulSet": "no StatefulSet controller in the harness",
     "DaemonSet": "no DaemonSet controller in the harness",
     "Pod": "bare Pods are not run by the harness",

@@ -44,9 +44,10 @@ import http.client
 import shlex
 from typing import Any
 
-from tests.kubelet.controllers import suffix
+from tests.kubelet.controllers import Controller, suffix
 from tests.kubelet.network import CLUSTER_DOMAIN
 from tests.kubelet.pods import DEVICE_RESOURCES, Pod
+from tests.kubelet.report import Outcome
 
 KUBERAY_VERSION = "v1.5.2"
 DEFAULT_GCS_PORT = 6379
@@ -324,3 +325,29 @@ class RayClusterPods:
     def stop(self) -> None:
         for pod in reversed(self.pods):
             pod.stop()
+
+
+class RayClusterController(Controller):
+    """A bare ray.io/v1 RayCluster (raycluster_controller.go): its pods and head Service, Ready (calculateStatus)
+    when every pod is running and ready; it keeps running until the harness's run ends."""
+
+    kind = "RayCluster"
+
+    def __init__(self, obj: dict[str, Any], cluster: Any) -> None:
+        super().__init__(obj, cluster)
+        self.ray = RayClusterPods(obj["spec"], self.name, self.namespace, cluster, "RayCluster")
+
+    def start(self) -> None:
+        self.ray.start()
+        self.pods = self.ray.pods
+
+    def poll(self) -> Outcome | None:
+        pod = self.ray.failed_pod()
+        if pod is not None:
+            return self.failed(pod, "a Ray pod exited (ray start --block ends only on failure)")
+        if self.ray.is_ready():
+            return Outcome(True, self.workload, f"ready ({len(self.ray.pods)} Ray pods ready)")
+        return None
+
+    def stop(self) -> None:
+        self.ray.stop()
