@@ -16,12 +16,12 @@ Covered kinds: batch ``Job`` (:mod:`.controllers.job`), ``PyTorchJob`` v1 as tra
 ssh from the launcher's ``mpirun`` (:mod:`.controllers.mpijob`), ``Deployment`` with its ``Service`` and readiness
 probes (:mod:`.controllers.deployment`), ``TrainJob`` as Kubeflow Trainer v2.3.0 and JobSet on its
 ``torch-distributed`` runtime (:mod:`.controllers.trainjob`), ``RayJob``, ``RayService`` and ``RayCluster`` as
-KubeRay v1.5.2 (their RayCluster's head and worker pods with KubeRay's ``ray start`` commands and env; a RayJob's submitter Job
-running ``ray job submit`` against the real dashboard, a RayService's ``serveConfigV2`` put to the dashboard's Serve
-API: :mod:`.controllers.rayjob`, :mod:`.controllers.rayservice`, :mod:`.controllers.raycluster`, where what they do
-more simply is listed). Not covered (the run exits 1 naming the kind, before anything starts): ``LeaderWorkerSet``,
-``StatefulSet``, ``DaemonSet``, bare ``Pod``. Not acted on (said in a note): HorizontalPodAutoscaler,
-PodDisruptionBudget, RBAC, Kueue objects, PVCs.
+KubeRay v1.5.2 (the RayCluster's head and worker pods with KubeRay's ``ray start`` commands and env; a RayJob's
+submitter Job running ``ray job submit`` against the real dashboard, a RayService's ``serveConfigV2`` put to the
+dashboard's Serve API: :mod:`.controllers.rayjob`, :mod:`.controllers.rayservice`, :mod:`.controllers.raycluster`,
+where what they do more simply is listed). Not covered (the run exits 1 naming the kind, before anything
+starts): ``LeaderWorkerSet``, ``StatefulSet``, ``DaemonSet``, bare ``Pod``. Not acted on (said in a note):
+HorizontalPodAutoscaler, PodDisruptionBudget, RBAC, Kueue objects, PVCs.
 
 Knowingly simpler than a cluster:
 
