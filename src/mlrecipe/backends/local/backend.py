@@ -1,4 +1,5 @@
-"""The local backend (the default): each node of a step is a process group on this machine.
+"""The local backend (the default): each node of a step is a process group on this machine, the step's nodes one
+node group of the host layer (:mod:`mlrecipe.backends.host.nodes`: started, watched and stopped there).
 
 ``nnodes`` step runtimes start, one per node, with the master on 127.0.0.1 and a free port;
 ``nproc_per_node`` processes per node come from the recipe's own launcher (torchrun, accelerate).
