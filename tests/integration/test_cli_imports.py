@@ -26,8 +26,8 @@ CLOUD_AND_HEAVY = ("boto3", "botocore", "kubernetes", "torch", "transformers", "
 MODELS_AND_HELM = ("pydantic", "mlrecipe.spec.recipe", "mlrecipe.spec.load", "mlrecipe.spec.pipeline",
                    "mlrecipe.backends.base", "helm_python", "yaml", "psutil")
 #: Modules the read-only commands once loaded for nothing (the step runtime: for a fabric check's figures, which a
-#: release without the check has not).
-READ_ONLY_NEEDS_NOT = ("mlrecipe.runtime.step_runtime",)
+#: release without the check has not; ``mlrecipe.metrics``: for a running step's progress figures).
+READ_ONLY_NEEDS_NOT = ("mlrecipe.runtime.step_runtime", "mlrecipe.metrics")
 #: Modules ``validate`` of the quickstart (no watchdog, no cluster) once loaded for nothing (``importlib.metadata``:
 #: for pydantic's plugin scan, which the CLI skips).
 VALIDATE_NEEDS_NOT = ("mlrecipe.runtime.step_runtime", "mlrecipe.runner", "mlrecipe.backends.registry",

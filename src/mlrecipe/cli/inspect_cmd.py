@@ -8,12 +8,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mlrecipe.cli.address import parse_address
 from mlrecipe.cli.output import emit_json, fail, print_error, print_spec_error
 from mlrecipe.errors import BackendError, CorruptStateError, ExitCode, MlrecipeError, SpecError
-from mlrecipe.metrics import Progress
 
 if TYPE_CHECKING:
     from mlrecipe.runner.state import ReleaseRecord
@@ -119,6 +118,12 @@ def options(backend: str | None) -> ExitCode:
             print(f"  {key} ({kind}, default {default!r})")
             print(f"      {info.description}")
     return ExitCode.OK
+
+
+def _progress(figures: dict[str, Any]) -> str:
+    from mlrecipe.metrics import Progress  # here: only a running step's record has figures
+
+    return str(Progress(**figures))
 
 
 def _when(ts: float | None) -> str:
@@ -275,7 +280,7 @@ def status(release: str | None, namespace: str | None, backend: str | None, out:
             extra = f"  {_one_line(s.message, r.release, name)}" if s.message else ""
             url = f"  {s.url}" if s.url else ""
             server = f"  [server {live[name]}]" if name in live else ""
-            progress = f"  [{Progress(**s.progress)}]" if s.progress else ""
+            progress = f"  [{_progress(s.progress)}]" if s.progress else ""
             note = f"  [{now[name]}]" if name in now else ""
             fabric_note = _fabric_line(_fabric_figures(r, name))
             print(f"  {name:<20} {r.step_state(s).value:<12} {r.backend_of(s):<10} {s.chart}{needs}{url}{server}"
