@@ -72,12 +72,14 @@ def test_a_node_group_starts_hosts_sees_an_end_at_once_and_stops_with_grace(tmp_
 STARTER = """
 import os, signal, sys, time
 from pathlib import Path
-from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, unshare
 trap = "trap 'echo TERM > {0}.end; exit 0' TERM; echo up > {0}.up; while :; do sleep 0.05; done"
 out = Path(sys.argv[1])
-group = NodeGroup([NodeSpec(argv=["sh", "-c", trap.format(out / name)], env=dict(os.environ),
-                            log_path=out / f"{name}.log", outlives_starter=name == "server")
-                   for name in ("step", "server")])
+specs = [NodeSpec(argv=["sh", "-c", trap.format(out / name)], env=dict(os.environ), log_path=out / f"{name}.log",
+                  outlives_starter=name == "server") for name in ("step", "server")]
+specs.append(NodeSpec(argv=[*unshare(pid=True), "sh", "-c", f"echo up > {out}/ray.up; sleep 300"],
+                      env=dict(os.environ), log_path=out / "ray.log"))
+group = NodeGroup(specs)
 group.start()
 print(" ".join(str(pid) for pid, _ in group.identities()), flush=True)
 time.sleep(600)
@@ -91,26 +93,31 @@ def _wait(predicate, what: str, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="a pid namespace needs unshare")
 def test_the_parent_death_rule_ends_a_node_with_its_starter_and_keeps_a_server(tmp_path: Path) -> None:
-    """The starter killed with SIGKILL: a node gets SIGTERM (its program stops its own processes), a node that
-    outlives its starter (a server) keeps running."""
+    """The starter killed with SIGKILL: a node gets SIGTERM (its program stops its own processes), a node in a pid
+    namespace of its own (a Ray job's wrapper: its ``unshare`` ignores SIGTERM) ends with every process in it, a
+    node that outlives its starter (a server) keeps running."""
     starter = subprocess.Popen([sys.executable, "-c", STARTER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-    server_pid = 0
+    server_pid = ray_pid = 0
     try:
         assert starter.stdout is not None
-        step_pid, server_pid = (int(p) for p in starter.stdout.readline().split())
-        _wait(lambda: (tmp_path / "step.up").exists() and (tmp_path / "server.up").exists(), "node up")
+        step_pid, server_pid, ray_pid = (int(p) for p in starter.stdout.readline().split())
+        _wait(lambda: all((tmp_path / f"{name}.up").exists() for name in ("step", "server", "ray")), "nodes up")
         starter.kill()
         starter.wait()
         _wait(lambda: (tmp_path / "step.end").exists(), "SIGTERM for the node")
         assert (tmp_path / "step.end").read_text().strip() == "TERM"
         _wait(lambda: start_time(step_pid) is None, "end of the node")
+        _wait(lambda: start_time(ray_pid) is None and group_members(ray_pid) == [], "end of the pid namespace")
         assert start_time(server_pid) is not None and not (tmp_path / "server.end").exists(), "the server was ended"
     finally:
         starter.kill()
         starter.wait()
         if server_pid and start_time(server_pid) is not None:
             stop_nodes([identity(server_pid)], 5)
+        if ray_pid and start_time(ray_pid) is not None:
+            stop_nodes([identity(ray_pid)], 0)
 
 
 def test_stop_nodes_ends_a_group_whose_leader_is_gone_and_the_strays(tmp_path: Path) -> None:

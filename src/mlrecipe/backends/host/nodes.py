@@ -37,6 +37,7 @@ from mlrecipe.errors import LinkedPathError
 
 HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
                '[ -z "$h" ] || hostname "$h"; exec "$@"')
+KILL_CHILD = "--kill-child"  #: the option of :func:`unshare` ``pid=True`` that ends the namespace with unshare
 STOP_LOOK_SECONDS = 0.05  #: how often a stop looks whether the nodes' processes are gone
 KILLED_SECONDS = 5.0  #: how long processes sent SIGKILL get to be gone (a bound on waiting only)
 
@@ -152,7 +153,7 @@ def unshare(*, mount: bool = False, uts: bool = False, pid: bool = False) -> lis
     argv = ["unshare"] + ([] if os.geteuid() == 0 else ["--map-root-user"])
     argv += ["--mount"] if mount else []
     argv += ["--uts"] if uts else []
-    argv += ["--pid", "--fork", "--kill-child", "--mount-proc"] if pid else []
+    argv += ["--pid", "--fork", KILL_CHILD, "--mount-proc"] if pid else []
     return argv + (["--propagation", "private"] if mount else [])
 
 
@@ -216,13 +217,14 @@ class NodeSpec:
 
     def parent_death_signal(self) -> int | None:
         """The parent-death rule: what the node's leader gets when the process that started it dies, even by
-        SIGKILL. None for a node that outlives its starter; SIGKILL for a host (its leader is ``unshare``, which
-        ignores SIGTERM while it waits and whose ``--kill-child`` ends every process of the host's pid namespace);
-        SIGTERM otherwise (the node's program, the step runtime, stops its own processes and removes its temporary
-        directory)."""
+        SIGKILL. None for a node that outlives its starter; SIGKILL for a node in a pid namespace of its own (a host,
+        or a wrapper's :func:`unshare` ``pid=True`` such as a Ray job's: its leader is ``unshare``, which ignores
+        SIGTERM while it waits and whose ``--kill-child`` ends every process of the namespace); SIGTERM otherwise
+        (the node's program, the step runtime, stops its own processes and removes its temporary directory)."""
         if self.outlives_starter:
             return None
-        return signal.SIGKILL if self.hostname is not None else signal.SIGTERM
+        own_pid_namespace = self.hostname is not None or KILL_CHILD in self.argv
+        return signal.SIGKILL if own_pid_namespace else signal.SIGTERM
 
 
 @dataclass
