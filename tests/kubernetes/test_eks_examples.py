@@ -54,7 +54,7 @@ def test_eks_training_example_requests_gpus_efa_and_queues() -> None:
     jobs = {o["metadata"]["name"]: o for o in objects if o["kind"] == "PyTorchJob"}
     pretrain = jobs["pytorchjob-llama-pretrain-pretrain"]
     assert pretrain["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "ml-gpu-efa"
-    assert pretrain["spec"]["elasticPolicy"]["maxRestarts"] == 3
+    assert pretrain["spec"]["runPolicy"]["backoffLimit"] == 10  # restarts resume from the newest checkpoint
     pod = pretrain["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     limits = pod["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] in (8, "8") and limits["vpc.amazonaws.com/efa"] in (4, "4")
