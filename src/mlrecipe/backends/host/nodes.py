@@ -24,16 +24,18 @@ import errno
 import functools
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.errors import LinkedPathError
+from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
 
 HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
                '[ -z "$h" ] || hostname "$h"; exec "$@"')
@@ -144,6 +146,16 @@ def stop_nodes(idents: Sequence[Sequence[int]], grace: float, reap: Callable[[],
     while (left := running()) and time.monotonic() < deadline:
         time.sleep(STOP_LOOK_SECONDS)
     return not left
+
+
+def remove_node_temps(envs: Iterable[Mapping[str, str]]) -> None:
+    """Remove the temporary directory the step runtime made for each node whose env (one of ``envs``) names it
+    (``MLRECIPE_NODE_TEMP_NAME``): call once none of the nodes' processes runs (a node's runtime removes its own
+    unless it got SIGKILL)."""
+    for env in envs:
+        name = env.get(NODE_TEMP_NAME_VAR)
+        if name and os.path.basename(name) == name:
+            shutil.rmtree(named_node_temp_dir(name), ignore_errors=True)
 
 
 def unshare(*, mount: bool = False, uts: bool = False, pid: bool = False) -> list[str]:

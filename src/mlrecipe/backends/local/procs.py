@@ -4,26 +4,21 @@ nodes' temporary directories, and a run stopped or looked at from its handle alo
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 
 import psutil
 
-from mlrecipe.backends.host.nodes import alive, stop_nodes
+from mlrecipe.backends.host.nodes import alive, remove_node_temps, stop_nodes
 from mlrecipe.backends.local.handle import LocalHandle
-from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
+from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR
 
 RUN_ID_VAR = "MLRECIPE_RUN_ID"
-
-
-def _node_temp_name(run_id: str, rank: int) -> str:
-    return f"{run_id}-{rank}"
 
 
 def run_env(run_id: str, rank: int) -> dict[str, str]:
     """What node ``rank`` of run ``run_id`` adds to its env: the run id, and the name of its temporary directory (so
     that :func:`stop_run` can remove it after a SIGKILL)."""
-    return {RUN_ID_VAR: run_id, NODE_TEMP_NAME_VAR: _node_temp_name(run_id, rank)}
+    return {RUN_ID_VAR: run_id, NODE_TEMP_NAME_VAR: f"{run_id}-{rank}"}
 
 
 def members(run_id: str) -> list[int]:
@@ -49,5 +44,4 @@ def stop_run(handle: LocalHandle, grace: float, reap: Callable[[], object] = lam
     node's step runtime removes its own, unless it got SIGKILL)."""
     if stop_nodes([node.identity() for node in handle.nodes], grace, reap=reap,
                   strays=lambda: members(handle.run_id)):
-        for node in handle.nodes:
-            shutil.rmtree(named_node_temp_dir(_node_temp_name(handle.run_id, node.rank)), ignore_errors=True)
+        remove_node_temps(run_env(handle.run_id, node.rank) for node in handle.nodes)

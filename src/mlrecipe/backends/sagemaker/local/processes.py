@@ -5,13 +5,11 @@ each host, removed once no process of the hosts runs (a killed host's step runti
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import time
 from pathlib import Path
 
-from mlrecipe.backends.host.nodes import alive, node_members
-from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
+from mlrecipe.backends.host.nodes import alive, node_members, remove_node_temps
+from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR
 
 
 def host_temp_env(root: Path, job: str, host: str) -> dict[str, str]:
@@ -29,7 +27,4 @@ def remove_host_temps(hosts: list[dict], idents: list[list[int]], wait: float = 
         time.sleep(0.05)
     if any(alive(i) or node_members(i) for i in idents):
         return
-    for host in hosts:
-        name = (host.get("env") or {}).get(NODE_TEMP_NAME_VAR)
-        if name and os.path.basename(name) == name:
-            shutil.rmtree(named_node_temp_dir(name), ignore_errors=True)
+    remove_node_temps(host.get("env") or {} for host in hosts)
