@@ -2,7 +2,8 @@
 the harness, as one release would run them: every step rendered with ``mlrecipe template`` from the pipeline's own
 recipe files (the p4d / one-GPU overlays included) plus a sizes overlay laid last, then run with the ``pv-fsx`` and
 ``pv-efs`` claims shared by all steps, and what each step wrote checked: the tiny model, the fine-tune checkpoints
-and their falling loss, the merged Hugging Face model, the evaluation's metrics.
+and their falling loss, the merged Hugging Face model, the evaluation's metrics. ``examples/eks/training``
+(``pipeline.yaml``) runs the same way: Megatron tokenization and pretraining, then an accelerate fine-tune.
 
 The sizes overlay (:func:`fine_tune_sizes`) makes 2 nodes x 1 process, asks 1 CPU, and cuts the step counts; the
 harness drops the GPU/EFA requests (and says so). The model step runs as rendered: its script is the chart's
@@ -309,3 +310,90 @@ def test_megatron_eks_pipeline_tokenizer_data_pretrain_export(tmp_path: Path) ->
     config = json.loads((results / "hf" / "config.json").read_text())
     assert config["n_layer"] == 2 and config["n_embd"] == 96, config
     assert (results / "hf" / "model.safetensors").is_file()
+
+
+EKS_TRAINING = EXAMPLES / "eks" / "training"
+#: examples/eks/training's pretrain cut for a CPU, as PRETRAIN_SIZES (its recipe has no tensor parallelism or dropout).
+EKS_PRETRAIN_SIZES = {k: v for k, v in PRETRAIN_SIZES.items()
+                      if k not in ("--tensor-model-parallel-size", "--hidden-dropout", "--attention-dropout")}
+
+
+def _metric_lines(release: Release) -> dict[Path, int]:
+    """How many lines each metrics file of the release holds now."""
+    root = release.fsx / ".mlrecipe" / release.namespace / release.name
+    return {f: len(f.read_text().splitlines()) for f in root.glob("*/metrics.jsonl")}
+
+
+def _metric_since(release: Release, key: str, before: dict[Path, int]) -> list[float]:
+    """The values of ``key`` written to the release's metrics files after ``before`` (:func:`_metric_lines`)."""
+    values = []
+    for f in sorted(_metric_lines(release)):
+        for line in f.read_text().splitlines()[before.get(f, 0):]:
+            if line.strip() and key in json.loads(line).get("metrics", {}):
+                values.append(json.loads(line)["metrics"][key])
+    return values
+
+
+def test_eks_training_example_tokenize_pretrain_finetune(tmp_path: Path) -> None:
+    """``examples/eks/training``: tokenizer (Job, hf-snapshot from the Hub stand-in, without its pip line), tokenize
+    (MPIJob 2 x 1, the framework's Megatron ``data/prepare.py`` over 4 Pile shards from a mirror on 127.0.0.1, one
+    tokenizer worker per rank), pretrain (PyTorchJob 2 x 1: ``gpt/pretrain.py``, the plain-torch GPT on CPU, from
+    the tokenize step's manifest, sizes cut, without the megatron-core-only distributed optimizer), model (Job, the
+    tiny model) and finetune (PyTorchJob 1 x 2: accelerate ``text/peft_accelerate.py``, without the recipe's
+    ``pip3 install`` line and ``--mixed_precision bf16``, step counts cut)."""
+    pytest.importorskip("zstandard")
+    pytest.importorskip("tokenizers")
+    from tests.frameworks.megatron_data import ShardServer, make_corpus
+
+    name, namespace, listed = pipeline_steps(EKS_TRAINING / "pipeline.yaml")
+    steps = {s.name: s for s in listed}
+    assert list(steps) == ["tokenizer", "tokenize", "pretrain", "model", "finetune"], list(steps)
+    release = Release(tmp_path, name, namespace)
+    release.fsx.mkdir()
+    release.efs.mkdir()
+    corpus = make_corpus(tmp_path / "corpus", shards=4)
+    model_id = yaml.safe_load(steps["tokenizer"].recipes[0].read_text())["hf_model_id"]
+    with HubStandIn(model_id, corpus.tokenizer) as hub:
+        run_step(release, steps["tokenizer"], {"pre_script": [], "env": [{"name": "HF_ENDPOINT", "value": hub.url}]})
+
+    (tokenize,) = (yaml.safe_load(r.read_text()) for r in steps["tokenize"].recipes)
+    assert tokenize["framework"] == "megatron" and "git" not in tokenize
+    with ShardServer(corpus.shards) as server:
+        env = [{**e, "value": server.url} if e["name"] == "PILE_URL" else e for e in tokenize["process"]["env"]]
+        assert env != tokenize["process"]["env"], "the tokenize recipe no longer names PILE_URL"
+        out = run_step(release, steps["tokenize"], {
+            "resources": {"nnodes": 2, "nproc_per_node": 1, "requests": {"cpu": "1"}, "limits": {}},
+            "process": {"env": env},
+            "launcher": {"args": with_options(tokenize["launcher"]["args"], {"--workers": "1"})}})
+        assert sorted(server.requests) == [f"/0{n}.jsonl.zst" for n in range(4)]
+    assert "ok: MPIJob/" in out, out
+    manifest = json.loads((release.fsx / name / "data" / "manifest.json").read_text())
+    assert [p["file_number"] for p in manifest["prefixes"]] == [0, 1, 2, 3]
+
+    (pretrain,) = (yaml.safe_load(r.read_text()) for r in steps["pretrain"].recipes)
+    assert pretrain["framework"] == "megatron" and "git" not in pretrain
+    args = [a for a in with_options(pretrain["launcher"]["args"], EKS_PRETRAIN_SIZES) if a not in MEGATRON_CORE_ONLY]
+    out = run_step(release, steps["pretrain"], {
+        "resources": {"nnodes": 2, "nproc_per_node": 1, "requests": {"cpu": "1"}}, "launcher": {"args": args}})
+    assert "nvidia.com/gpu requests of 8 rewritten to none" in out and "ok: PyTorchJob/" in out
+    losses = _metric_since(release, "loss", {})
+    assert len(losses) >= 4 and losses[-1] < losses[0], losses
+    checkpoints = release.home() / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir() if p.is_dir())[-1].endswith("30"), sorted(checkpoints.iterdir())
+
+    out = run_step(release, steps["model"], None)
+    _assert_tiny_model(release, out)
+
+    (finetune,) = (yaml.safe_load(r.read_text()) for r in steps["finetune"].recipes)
+    assert finetune["framework"] == "accelerate" and "git" not in finetune
+    pre_script = [line for line in finetune["pre_script"] if not line.startswith("pip3 install")]
+    assert len(pre_script) == len(finetune["pre_script"]) - 1, finetune["pre_script"]
+    before = _metric_lines(release)
+    out = run_step(release, steps["finetune"], {
+        "resources": {"nnodes": 1, "nproc_per_node": 2, "requests": {"cpu": "1"}}, "pre_script": pre_script,
+        "launcher": {"options": [], "args": with_flags(finetune["launcher"]["args"], ACCELERATE_STEPS)}})
+    assert "nvidia.com/gpu requests of 8 rewritten to none" in out and "ok: PyTorchJob/" in out
+    losses = _metric_since(release, "loss", before)
+    assert len(losses) >= 5 and losses[-1] < losses[0] - 0.3, losses
+    assert (release.home() / "results" / "tiny" / "qwen3" / "checkpoint-30" / "rng_state_1.pth").is_file()
+    assert (release.home() / "logs" / "0" / "finetune.log").is_file()
