@@ -9,6 +9,7 @@ import pytest
 
 from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.host.images import ImageEnvironments
+from mlrecipe.backends.host.nodes import unshare
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.spec.catalog import CATALOG
@@ -50,6 +51,16 @@ def test_mounts_come_from_the_placement_and_are_dropped_when_it_binds_none(tmp_p
                                                                str(bound.program_path)]
     unbound = HostStepRequest.from_step(step, context(tmp_path, "local"), placement(False))
     assert unbound.mounts == () and unbound.runtime_argv([], "python3", Path("/rt.py"))[0] == "python3"
+
+
+@pytest.mark.parametrize("euid", [0, 1000])
+def test_mounts_run_in_the_one_namespace_wrapper(tmp_path: Path, euid: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's bind mounts are set up behind ``nodes.unshare(mount=True)``, as root and not (in a user namespace)."""
+    monkeypatch.setattr("os.geteuid", lambda: euid)
+    request = HostStepRequest.from_step(quickstart_step("train"), context(tmp_path, "local"), placement(True))
+    prefix = unshare(mount=True)
+    assert ("--map-root-user" in prefix) == (euid != 0)
+    assert request.runtime_argv([], "python3", Path("/rt.py"))[:len(prefix) + 2] == [*prefix, "sh", "-c"]
 
 
 @pytest.mark.parametrize("backend", ["local", "slurm"])

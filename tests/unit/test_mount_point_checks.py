@@ -13,7 +13,7 @@ from mlrecipe.backends.host.volumes import Mount, mount_problems
 
 def test_a_missing_mount_point_is_no_problem_for_an_ordinary_user(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(volumes.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
     monkeypatch.setattr(volumes, "user_namespaces_problem", lambda: None)  # whatever this machine's settings
     missing = tmp_path / "not-there" / "fsx"
     assert mount_problems([Mount(tmp_path / "volume", str(missing))]) == []

@@ -10,13 +10,13 @@ Kubernetes pod does.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlrecipe.backends.host.mount_points import mount_argv, mount_point_problem, user_namespaces_problem
+from mlrecipe.backends.host.nodes import unshare
 from mlrecipe.config import default_volume_root, read_config
 from mlrecipe.spec.framework_scripts import SCRIPTS_DIR, framework_scripts
 from mlrecipe.spec.load import StepSpec
@@ -75,14 +75,11 @@ def describe_framework_mount(mount: Mount) -> str:
 
 
 def wrap_argv(argv: list[str], mounts: list[Mount]) -> list[str]:
-    """Wrap ``argv`` so it runs in a private mount namespace with ``mounts`` in place (missing mount points made
-    in that namespace only)."""
+    """Wrap ``argv`` so it runs in a private mount namespace (the one wrapper, :func:`~.nodes.unshare`) with
+    ``mounts`` in place (missing mount points made in that namespace only)."""
     if not mounts:
         return argv
-    prefix = ["unshare", "--mount", "--propagation", "private"]
-    if os.geteuid() != 0:
-        prefix.append("--map-root-user")
-    return [*prefix, *mount_argv([(str(m.source), m.target) for m in mounts], argv)]
+    return [*unshare(mount=True), *mount_argv([(str(m.source), m.target) for m in mounts], argv)]
 
 
 def mount_problems(mounts: list[Mount]) -> list[str]:
