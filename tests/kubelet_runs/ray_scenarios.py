@@ -1,15 +1,17 @@
 """RayJob renderings beyond ``test_ray.py``'s one scenario, through the harness (KubeRay v1.5.2): the ``raytrain``
 chart's ci scenarios (the runtime-env one pip-installs ``transformers==4.57.1`` into the job's runtime env, so it
 needs the package index) and ``examples/eks/ray``'s pipeline as ``mlrecipe run --dry-run -b kubernetes`` prints it
-(two RayJobs of a head and two workers each, in the pipeline's namespace, sharing the ``pv-fsx`` / ``pv-efs``
+(two RayJobs of a head and two workers each, sharing the ``pv-fsx`` / ``pv-efs``
 claims; its scripts, which the pipeline expects under ``$HOME/code`` on EFS, are the stand-ins of
-:mod:`tests.kubelet_runs.ray_cases`). Not named ``test_*.py``: 1-4 minutes each; run it when named."""
+:mod:`tests.kubelet_runs.ray_cases`), and a bare RayCluster (the ray-data-process RayJob's cluster spec). Not named
+``test_*.py``: 1-4 minutes each; run it when named."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,6 +22,12 @@ from tests.repo import BIN, EXAMPLES, REPO, cli_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
+RAYJOB_STAND_IN = """\
+resources: {nnodes: 1}
+process:
+  command: [python3]
+  args: [/fsx/ray_probe.py]
+"""
 STAND_IN = """\
 resources: {nnodes: 1}
 train:
@@ -60,3 +68,16 @@ def test_eks_ray_example_runs_both_rayjobs(tmp_path: Path) -> None:
         tmp_path, "rayjob-ray-sft-preprocess-?????/ray-job-submitter.log")
     assert "train read 4 shards, sum 14, transformers ['4.57.1']" in logs(
         tmp_path, "rayjob-ray-sft-train-?????/ray-job-submitter.log")
+
+
+def test_bare_raycluster_becomes_ready(tmp_path: Path) -> None:
+    def as_raycluster(objects: list[dict[str, Any]]) -> None:
+        job = next(o for o in objects if o["kind"] == "RayJob")
+        objects[objects.index(job)] = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                                       "metadata": {"name": "rc-kh"}, "spec": job["spec"]["rayClusterSpec"]}
+
+    objects = render(tmp_path, "data-prep/ray-data-process", "default-values.yaml", RAYJOB_STAND_IN)
+    done = run_harness(tmp_path, objects, timeout=300, edit=as_raycluster)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: RayCluster/rc-kh: ready (2 Ray pods ready)" in done.stdout
+    assert "GCS is ready." in logs(tmp_path, "rc-kh-processing-worker-*/wait-gcs-ready.log")

@@ -138,16 +138,3 @@ def test_rayservice_without_a_dashboard_port_fails_naming_the_head_service(tmp_p
     assert "FAILED: RayService/kh: Service kh-" in done.stdout
     assert "-head-svc: dashboard port is not found" in done.stdout and "  pod kh-" in done.stdout
 
-
-@pytest.mark.integration
-@pytest.mark.slow
-def test_bare_raycluster_becomes_ready(tmp_path: Path) -> None:
-    def as_raycluster(objects: list[dict[str, Any]]) -> None:
-        job = _rayjob(objects)
-        objects[objects.index(job)] = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-                                       "metadata": {"name": "rc-kh"}, "spec": job["spec"]["rayClusterSpec"]}
-
-    done = run_harness(tmp_path, _render(tmp_path), timeout=300, edit=as_raycluster)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok: RayCluster/rc-kh: ready (2 Ray pods ready)" in done.stdout
-    assert "GCS is ready." in logs(tmp_path, "rc-kh-processing-worker-*/wait-gcs-ready.log")

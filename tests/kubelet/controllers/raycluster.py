@@ -239,11 +239,9 @@ class RayClusterPods:
 
     def _pod(self, group_spec: dict[str, Any], node_type: str, group: str) -> Pod:
         template = copy.deepcopy(group_spec["template"])
-        spec = template["spec"]
-        container = spec["containers"][0]
         prefix = f"{self.name}-head" if node_type == "head" else f"{self.name}-{group}-worker"
         name = f"{prefix[:56]}-{suffix()}"
-        obj = self.cluster.new_pod(template, name, self.namespace, self._labels(template, node_type, group))
+        obj = self.cluster.new_pod(template, name, self.namespace)
         obj["metadata"]["labels"] = self._labels(template, node_type, group)
         spec = obj["spec"]
         container = spec["containers"][0]
