@@ -2,7 +2,8 @@
 
 Prints the median of ``--runs`` wall times (default 7, interleaved so that a drift of the machine's speed touches
 every command alike), and of their CPU seconds (user + system: what a busy machine's waits for a core leave out),
-of: ``python -c pass`` (the floor), ``mlrecipe --help``, ``mlrecipe status --help``,
+of: ``python -c pass`` (the floor), the imports of Typer alone and of Typer, pydantic and PyYAML (the floors that the
+libraries set for the read-only commands and for ``validate``), ``mlrecipe --help``, ``mlrecipe status --help``,
 ``list`` and ``status`` with no release and with one, ``status RELEASE`` and ``logs RELEASE STEP`` of an ended
 release, and ``validate`` of the quickstart; each with its difference to the floor, and the targets of issue 41
 point 4: read-only commands within 0.08 s of the floor, ``validate`` within 0.15 s.
@@ -12,7 +13,11 @@ import is compiled again by every run, under ``PYTHONDONTWRITEBYTECODE``). The `
 the environment imports; ``--against OTHER/src`` also times another tree (an older commit's, from ``git archive``),
 interleaved with this one, for a before/after under the same load.
 
-Run: ``python benchmarks/bench_read_commands.py [--runs N]`` (with the environment of ``make venv``).
+``--instructions`` adds, for each command, the user-space instructions it executes, counted once by valgrind's
+callgrind (slow: about 5-20 s a command): unlike the times, the counts hardly move with the machine's load (another
+agent's work on the same cores), so they show a change of a few milliseconds that the load hides.
+
+Run: ``python benchmarks/bench_read_commands.py [--runs N] [--instructions]`` (with the environment of ``make venv``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 READ_ONLY_TARGET = 0.08
 VALIDATE_TARGET = 0.15
+#: What ``validate`` imports of its libraries (Typer, the parts of pydantic a model with validators uses, PyYAML),
+#: and nothing of mlrecipe: no ``validate`` built on them can take less.
+VALIDATE_LIBRARIES = ("import typer, pydantic, pydantic.fields, pydantic.functional_validators, "
+                      "pydantic._internal._generate_schema, yaml")
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -41,6 +50,13 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     wall = time.perf_counter() - start
     assert os.waitstatus_to_exitcode(status) == 0, f"{argv} failed"
     return wall, usage.ru_utime + usage.ru_stime
+
+
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """User-space instructions one run of ``argv`` executes, counted by callgrind (``I refs``)."""
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+    return int(next(line for line in done.stderr.splitlines() if "I   refs:" in line).split()[-1].replace(",", ""))
 
 
 def compile_package(src: str | None) -> None:
@@ -55,6 +71,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--against", metavar="SRC", help="also time the mlrecipe of this src directory (e.g. an "
                         "older commit's, from git archive), interleaved with this one's")
+    parser.add_argument("--instructions", action="store_true", help="also count each command's instructions with "
+                        "valgrind's callgrind (needs valgrind)")
     args = parser.parse_args()
     trees = {"this": None, **({"against": str(Path(args.against).resolve())} if args.against else {})}
     for src in trees.values():
@@ -69,6 +87,8 @@ def main() -> None:
                    stdout=subprocess.DEVNULL)
     commands = {
         "python -c pass": ([sys.executable, "-c", "pass"], env),
+        "import typer (a floor)": ([sys.executable, "-c", "import typer"], env),
+        "import typer, pydantic, yaml (a floor)": ([sys.executable, "-c", VALIDATE_LIBRARIES], env),
         "mlrecipe --help": ([cli, "--help"], env),
         "mlrecipe status --help": ([cli, "status", "--help"], env),
         "mlrecipe list (no releases)": ([cli, "list"], empty),
@@ -89,16 +109,24 @@ def main() -> None:
                 times[name, tree].append(wall)
                 cpu[name, tree].append(used)
     floors = {tree: statistics.median(times["python -c pass", tree]) for tree in trees}
-    print(f"{'command':<36} " + " ".join(f"{tree + ' median':>14} {'- floor':>8} {'CPU':>6}" for tree in trees)
+    print(f"{'command':<40} " + " ".join(f"{tree + ' median':>14} {'- floor':>8} {'CPU':>6}" for tree in trees)
           + "  target")
     for name in commands:
-        target = "" if name.startswith("python") else (
+        target = "" if name.startswith(("python", "import")) else (
             f"<= {VALIDATE_TARGET:.2f}" if "validate" in name else f"<= {READ_ONLY_TARGET:.2f}")
         cells = []
         for tree in trees:
             median = statistics.median(times[name, tree])
             cells.append(f"{median:14.3f} {median - floors[tree]:8.3f} {statistics.median(cpu[name, tree]):6.3f}")
-        print(f"{name:<36} " + " ".join(cells) + f"  {target}")
+        print(f"{name:<40} " + " ".join(cells) + f"  {target}")
+    if args.instructions:
+        counts = {(name, tree): instructions(argv, {**base, **({"PYTHONPATH": src} if src else {})})
+                  for name, (argv, base) in commands.items() for tree, src in trees.items()}
+        print(f"\n{'instructions (millions)':<40} " + " ".join(f"{tree:>14} {'- floor':>8}" for tree in trees))
+        for name in commands:
+            print(f"{name:<40} " + " ".join(f"{counts[name, tree] / 1e6:14.0f} "
+                                           f"{(counts[name, tree] - counts['python -c pass', tree]) / 1e6:8.0f}"
+                                           for tree in trees))
     subprocess.run([cli, "uninstall", "bench"], env=env, check=False, stdout=subprocess.DEVNULL)
     shutil.rmtree(home, ignore_errors=True)
 
