@@ -90,3 +90,24 @@ def test_an_endpoint_whose_creator_died_before_its_server_started_is_failed(tmp_
     (home / "endpoint.json").write_text(json.dumps(record))
     out = client.describe_endpoint(EndpointName="ep")
     assert out["EndpointStatus"] == "Failed" and "interrupted" in out["FailureReason"]
+
+
+def test_a_server_log_planted_as_a_link_fails_the_endpoint_and_is_not_written_through(tmp_path: Path) -> None:
+    """The model server starts as a node of the host layer, whose log is never written through a link."""
+    archive = tmp_path / "model.tar.gz"
+    archive.write_bytes(_tar(GOOD))
+    client = LocalSageMakerClient(tmp_path / "sm")
+    home = tmp_path / "sm" / "endpoints" / "ep"
+    home.mkdir(parents=True)
+    outside = tmp_path / "outside.log"
+    outside.write_text("kept\n")
+    (home / "server.log").symlink_to(outside)
+    try:
+        _deploy(client, "ep", archive.as_uri())
+        out = client.describe_endpoint(EndpointName="ep")  # the first look, no waiting: Failed already
+        assert out["EndpointStatus"] == "Failed"
+        assert "cannot start" in out["FailureReason"] and "symbolic link" in out["FailureReason"], out
+        assert json.loads((home / "endpoint.json").read_text())["server"] is None
+    finally:
+        client.delete_endpoint(EndpointName="ep")
+    assert outside.read_text() == "kept\n"

@@ -14,7 +14,8 @@ with :func:`stop_nodes`. What is here exists once:
   alone (another process: ``uninstall``, ``resume``).
 
 The local backend runs a step's nodes as one group (``backends/local/running.py``), SageMaker's local mode a training
-job's hosts (``backends/sagemaker/local/supervisor.py``).
+job's hosts (``backends/sagemaker/local/supervisor.py``) and an endpoint's model server, a node that outlives its
+starter (``backends/sagemaker/local/hosting.py``).
 """
 
 from __future__ import annotations
@@ -175,12 +176,6 @@ def host_argv(host: str, mounts: Sequence[tuple[str, str]], argv: list[str]) -> 
     pairs = [p for m in mounts for p in m]
     return [*unshare(mount=True, uts=True, pid=True), "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-host", host,
             *pairs, "--", *argv]
-
-
-def bind_argv(mounts: Sequence[tuple[str, str]], argv: list[str]) -> list[str]:
-    """``argv`` in a private mount namespace with ``mounts`` (source, target) bound in order (same pid)."""
-    pairs = [p for m in mounts for p in m]
-    return [*unshare(mount=True), "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-endpoint", "", *pairs, "--", *argv]
 
 
 def set_parent_death_signal(signum: int) -> None:

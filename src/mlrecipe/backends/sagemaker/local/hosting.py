@@ -2,9 +2,10 @@
 
 ``create_endpoint`` checks and extracts the first production variant's model archive (``file://`` or ``s3://``,
 :mod:`.archive`; an archive that cannot be read or is refused makes the endpoint ``Failed`` at once) and starts
-:mod:`.model_server` with the client's Python in its own session, in a private mount namespace where the
-model is at ``/opt/ml/model`` (``SM_MODEL_DIR``); the endpoint is ``Creating`` until the
-server has loaded the model and listens (``InService``), ``Failed`` with the reason if it cannot.
+:mod:`.model_server` with the client's Python as a node of the host layer (:mod:`mlrecipe.backends.host.nodes`: a
+group of one node that outlives its starter, in its own session, in a private mount namespace where the model is at
+``/opt/ml/model``, ``SM_MODEL_DIR``); the endpoint is ``Creating`` until the server has loaded the model and listens
+(``InService``), ``Failed`` with the reason if it cannot (or cannot start: its log a planted link, say).
 ``delete_endpoint`` stops the server.
 
 An endpoint on a GPU instance type (``ml.p*``, ``ml.g*``) gets one GPU of this machine, leased as the local
@@ -19,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,12 +28,13 @@ from typing import Any
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
 from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
 from mlrecipe.backends.host.mount_points import mount_argv, user_namespaces_problem
-from mlrecipe.backends.host.nodes import alive, bind_argv, identity, stop_nodes
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive, identity, stop_nodes, unshare
 from mlrecipe.backends.sagemaker.local.archive import ArchiveError, extract_model
 from mlrecipe.backends.sagemaker.local.channels import S3ClientFactory
 from mlrecipe.backends.sagemaker.local.endpoint import EndpointRecord, EndpointStatus, EndpointStore
 from mlrecipe.backends.sagemaker.local.store import Store, arn, client_error, when
 from mlrecipe.backends.sagemaker.local.training import OK, validate_request
+from mlrecipe.errors import LinkedPathError
 
 SERVER = Path(__file__).with_name("model_server.py")
 MODEL_DIR = "/opt/ml/model"
@@ -178,28 +179,39 @@ class LocalHosting:
         argv = [self._python(), str(SERVER), str(home)]
         if _model_mount_point():
             env["SM_MODEL_DIR"] = MODEL_DIR
-            argv = bind_argv([], mount_argv([(str(home / "model"), MODEL_DIR)], argv))
+            argv = [*unshare(mount=True), *mount_argv([(str(home / "model"), MODEL_DIR)], argv)]
         else:
             env["SM_MODEL_DIR"] = str(home / "model")
+        group = NodeGroup([NodeSpec(argv=argv, env=env, log_path=home / "server.log", outlives_starter=True,
+                                    gpus=lease.gpus if lease is not None else ())],
+                          pass_fds=lease.fds if lease is not None else ())
         try:
-            with open(home / "server.log", "ab") as log:
-                child = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True,
-                                         pass_fds=lease.fds if lease is not None else ())
+            group.start()
+        except (OSError, LinkedPathError) as exc:
+            reason = f"the model server cannot start: {exc}"[:1024]
+            self._endpoints.update(name, lambda r: _failed(r, reason))
+            return {"EndpointArn": record.arn, **OK}
         finally:
             if lease is not None:
                 lease.close()  # the server holds it now, until it ends
-        server = identity(child.pid)
+        [server] = group.identities()
         self._endpoints.update(name, lambda r: setattr(r, "server", server))
-        self._servers.append(child)
+        self._servers.append(group)
         return {"EndpointArn": record.arn, **OK}
 
     @property
-    def _servers(self) -> list[subprocess.Popen]:
-        if not hasattr(self, "_server_children"):
-            self._server_children: list[subprocess.Popen] = []
-        self._server_children[:] = [c for c in self._server_children if c.poll() is None]
-        return self._server_children
+    def _servers(self) -> list[NodeGroup]:
+        """The servers this client started that still run (those that ended reaped, their pidfds closed)."""
+        if not hasattr(self, "_server_groups"):
+            self._server_groups: list[NodeGroup] = []
+        running = []
+        for group in self._server_groups:
+            if group.alive():
+                running.append(group)
+            else:
+                group.close()
+        self._server_groups[:] = running
+        return self._server_groups
 
     def _settle(self, name: str, record: EndpointRecord) -> EndpointRecord:
         """A ``Creating`` endpoint becomes ``InService`` once its server is ready, ``Failed`` if it cannot be."""
