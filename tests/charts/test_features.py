@@ -142,3 +142,20 @@ def test_rayserve_engine_config() -> None:
         "model": "/fsx/m", "tensor_parallel_size": 2, "disable_log_stats": False, "enable_log_requests": False}
     svc = _kind(objs, "RayService")
     assert svc["spec"]["serveConfigV2"] == "applications: []\n"
+
+
+def _head_ports(obj: dict[str, Any], cluster: str) -> list[dict[str, Any]]:
+    return obj["spec"][cluster]["headGroupSpec"]["template"]["spec"]["containers"][0].get("ports", [])
+
+
+def test_ray_head_ports_keep_the_dashboard_kuberay_reaches() -> None:
+    """KubeRay builds the head Service from the head's named ports when any are named, and submits RayJobs and
+    Serve applications through its "dashboard" port: a list without one gets Ray's 8265; none named keeps
+    KubeRay's defaults; a named one is kept as given."""
+    serve = {"image": "i", "ray": {"ports": [{"name": "gcs", "port": 6379}, {"name": "serve", "port": 8000}]}}
+    assert {"name": "dashboard", "containerPort": 8265} in _head_ports(
+        _kind(_render("serving/rayserve", serve), "RayService"), "rayClusterConfig")
+    job = {"image": "i", "ray": {"ports": [{"name": "gcs", "port": 6379}, {"name": "dashboard", "port": 9265}]}}
+    ports = _head_ports(_kind(_render("training/raytrain", job), "RayJob"), "rayClusterSpec")
+    assert [p for p in ports if p["name"] == "dashboard"] == [{"name": "dashboard", "containerPort": 9265}]
+    assert _head_ports(_kind(_render("training/raytrain", {"image": "i"}), "RayJob"), "rayClusterSpec") == []

@@ -70,9 +70,7 @@ SCENARIOS = [
     ("training/pytorchjob-elastic", "elastic-values.yaml", ELASTIC, "PyTorchJob"),
     ("serving/generic-server", "default-values.yaml", SERVER, "Deployment"),
 ]
-REFUSED = [("data-prep/ray-data-process", "default-values.yaml", "RayJob"),
-           ("serving/rayserve", "vllm-values.yaml", "RayService"),
-           ("serving/triton-inference-server-lws", "default-values.yaml", "LeaderWorkerSet")]
+REFUSED = [("serving/triton-inference-server-lws", "default-values.yaml", "LeaderWorkerSet")]
 
 
 def _render(tmp_path: Path, chart: str, scenario: str, stand_in: str | None) -> Path:

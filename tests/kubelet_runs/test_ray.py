@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.kubelet.controllers.rayjob import submit_command
 from tests.kubelet_runs.ray_cases import logs, render
@@ -111,18 +110,16 @@ def test_ray_worker_with_a_wrong_head_address_fails_naming_it(tmp_path: Path) ->
     assert "Failed to connect to GCS at address rayjob-kh-wrong-head-svc:6379" in done.stdout
 
 
-def _rayservice(tmp_path: Path, with_dashboard_port: bool) -> list[dict[str, Any]]:
-    values = yaml.safe_load(SERVE_STAND_IN)
-    if with_dashboard_port:
-        values["ray"]["ports"] = [{"name": "gcs", "port": 6379}, {"name": "dashboard", "port": 8265},
-                                  {"name": "serve", "port": 8000}]
-    return render(tmp_path, "serving/rayserve", "vllm-values.yaml", yaml.safe_dump(values))
+def _rayservice(tmp_path: Path) -> list[dict[str, Any]]:
+    """The rayserve ci scenario as rendered: its head ports are gcs and serve; the chart adds Ray's dashboard port,
+    through which KubeRay reaches the Serve API."""
+    return render(tmp_path, "serving/rayserve", "vllm-values.yaml", SERVE_STAND_IN)
 
 
 @pytest.mark.integration
 @pytest.mark.slow
 def test_rayservice_becomes_ready_with_its_serve_application_running(tmp_path: Path) -> None:
-    done = run_harness(tmp_path, _rayservice(tmp_path, with_dashboard_port=True), timeout=300)
+    done = run_harness(tmp_path, _rayservice(tmp_path), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok: RayService/kh: ready (Serve applications RUNNING: hello; kh-serve-svc answers)" in done.stdout
     assert "Ray runtime started." in logs(tmp_path, "kh-*-serving-worker-*/ray-worker.log")
@@ -131,10 +128,14 @@ def test_rayservice_becomes_ready_with_its_serve_application_running(tmp_path: P
 @pytest.mark.integration
 @pytest.mark.slow
 def test_rayservice_without_a_dashboard_port_fails_naming_the_head_service(tmp_path: Path) -> None:
-    """The rayserve ci scenario names the head's ports gcs and serve only: KubeRay's head Service then has no
+    """A head whose named ports lack "dashboard" (planted: the chart adds it): KubeRay's head Service then has no
     dashboard port and the Serve applications are never submitted."""
-    done = run_harness(tmp_path, _rayservice(tmp_path, with_dashboard_port=False), timeout=120)
+    def plant(objects: list[dict[str, Any]]) -> None:
+        service = next(o for o in objects if o["kind"] == "RayService")
+        head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+        head["ports"] = [p for p in head["ports"] if p["name"] != "dashboard"]
+
+    done = run_harness(tmp_path, _rayservice(tmp_path), timeout=120, edit=plant)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED: RayService/kh: Service kh-" in done.stdout
     assert "-head-svc: dashboard port is not found" in done.stdout and "  pod kh-" in done.stdout
-

@@ -10,7 +10,12 @@ ConfigMap is mounted at /etc/mlrecipe (a RayJob entrypoint runs it on the head).
 {{- $ray := $ctx.Values.ray | default dict -}}
 {{- $rres := $ray.resources | default dict -}}
 {{- $ports := list -}}
-{{- range ($ray.ports | default list) }}{{ $ports = append $ports (dict "name" .name "containerPort" (int (.port | default .value))) }}{{ end -}}
+{{- $named := dict -}}
+{{- range ($ray.ports | default list) }}{{ $ports = append $ports (dict "name" .name "containerPort" (int (.port | default .value))) }}{{ $_ := set $named (toString .name) true }}{{ end -}}
+{{- /* KubeRay builds the head Service from the head's named ports only when some are named, and reaches the
+       dashboard through its "dashboard" port (RayJob submission, RayService's Serve API): a list without it
+       gets Ray's default dashboard port added. */ -}}
+{{- if and $ports (not (hasKey $named "dashboard")) }}{{ $ports = append $ports (dict "name" "dashboard" "containerPort" 8265) }}{{ end -}}
 {{- $env := $ray.env | default (index $ctx.Values (.block | default "none") | default dict).env | default list -}}
 rayStartParams:
   dashboard-host: {{ ($ray.dashboard | default dict).host | default "0.0.0.0" | quote }}
