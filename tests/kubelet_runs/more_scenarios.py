@@ -2,7 +2,7 @@
 CPU stand-in laid over it (``-f ci/X.yaml -f stand-in``: the command, and sizes cut where a scenario asks for 8
 processes per node), and the vLLM server on the quickstart's tiny model. Not named ``test_*.py``: ``make test``
 runs one scenario per kind (``test_kinds.py``); this file runs only when named (``pytest tests/kubelet_runs/
-more_scenarios.py``). Not covered kinds (RayJob, RayService, LeaderWorkerSet) are checked to be refused by name."""
+more_scenarios.py``). LeaderWorkerSet's scenarios run in ``test_lws.py``, the Ray kinds' in ``ray_scenarios.py``."""
 
 from __future__ import annotations
 
@@ -70,7 +70,6 @@ SCENARIOS = [
     ("training/pytorchjob-elastic", "elastic-values.yaml", ELASTIC, "PyTorchJob"),
     ("serving/generic-server", "default-values.yaml", SERVER, "Deployment"),
 ]
-REFUSED = [("serving/triton-inference-server-lws", "default-values.yaml", "LeaderWorkerSet")]
 
 
 def _render(tmp_path: Path, chart: str, scenario: str, stand_in: str | None) -> Path:
@@ -100,13 +99,6 @@ def test_ci_scenario_runs(tmp_path: Path, chart: str, scenario: str, stand_in: s
     done = _harness(tmp_path, _render(tmp_path, chart, scenario, stand_in))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ok: {kind}/" in done.stdout
-
-
-@pytest.mark.parametrize(("chart", "scenario", "kind"), REFUSED, ids=[k for _, _, k in REFUSED])
-def test_kind_not_covered_is_refused_by_name(tmp_path: Path, chart: str, scenario: str, kind: str) -> None:
-    done = _harness(tmp_path, _render(tmp_path, chart, scenario, None), timeout=30)
-    assert done.returncode == 1, done.stdout
-    assert f"kind {kind} not covered by the harness" in done.stdout
 
 
 def _tiny_model(root: Path) -> Path:

@@ -93,6 +93,7 @@ class Controller:
 
 from tests.kubelet.controllers.deployment import DeploymentController  # noqa: E402
 from tests.kubelet.controllers.job import JobController  # noqa: E402
+from tests.kubelet.controllers.lws import LeaderWorkerSetController  # noqa: E402
 from tests.kubelet.controllers.mpijob import MPIJobController  # noqa: E402
 from tests.kubelet.controllers.pytorchjob import PyTorchJobController  # noqa: E402
 from tests.kubelet.controllers.raycluster import RayClusterController  # noqa: E402
@@ -103,9 +104,9 @@ from tests.kubelet.controllers.trainjob import TrainJobController  # noqa: E402
 COVERED: dict[str, type[Controller]] = {"Job": JobController, "PyTorchJob": PyTorchJobController,
                                         "MPIJob": MPIJobController, "Deployment": DeploymentController,
                                         "TrainJob": TrainJobController, "RayJob": RayJobController,
-                                        "RayService": RayServiceController, "RayCluster": RayClusterController}
+                                        "RayService": RayServiceController, "RayCluster": RayClusterController,
+                                        "LeaderWorkerSet": LeaderWorkerSetController}
 NOT_COVERED = {
-    "LeaderWorkerSet": "LeaderWorkerSet 0.8.0's leader/worker pods and LWS_* env are not emulated",
     "StatefulSet": "no StatefulSet controller in the harness",
     "DaemonSet": "no DaemonSet controller in the harness",
     "Pod": "bare Pods are not run by the harness",
