@@ -19,8 +19,10 @@ probes (:mod:`.controllers.deployment`), ``TrainJob`` as Kubeflow Trainer v2.3.0
 KubeRay v1.5.2 (the RayCluster's head and worker pods with KubeRay's ``ray start`` commands and env; a RayJob's
 submitter Job running ``ray job submit`` against the real dashboard, a RayService's ``serveConfigV2`` put to the
 dashboard's Serve API: :mod:`.controllers.rayjob`, :mod:`.controllers.rayservice`, :mod:`.controllers.raycluster`,
-where what they do more simply is listed). Not covered (the run exits 1 naming the kind, before anything
-starts): ``LeaderWorkerSet``, ``StatefulSet``, ``DaemonSet``, bare ``Pod``. Not acted on (said in a note):
+where what they do more simply is listed), ``LeaderWorkerSet`` as lws v0.8.0 (leader and worker pods per group,
+the headless Service, the ``LWS_*`` env, startupPolicy, Available as lws counts it: :mod:`.controllers.lws`).
+Not covered (the run exits 1 naming the kind, before anything starts): ``StatefulSet``, ``DaemonSet``, bare
+``Pod``. Not acted on (said in a note):
 HorizontalPodAutoscaler, PodDisruptionBudget, RBAC, Kueue objects, PVCs.
 
 Knowingly simpler than a cluster:

@@ -148,3 +148,28 @@ def test_leader_failing_its_readiness_probe_fails_naming_it(tmp_path: Path) -> N
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED: LeaderWorkerSet/ci: group 0: leader not Ready within --timeout 20 s" in done.stdout
     assert "  pod ci-0, container triton-inference-server" in done.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_leader_ready_startup_policy_creates_workers_only_once_the_leader_is_ready(tmp_path: Path) -> None:
+    """``startupPolicy: LeaderReady``: with idle workers the set becomes Available (the worker created after the
+    leader's probe succeeded); a leader that waits for its workers' registration then never becomes Ready, and no
+    worker pod is started."""
+    def leader_ready(objects: list[dict[str, Any]]) -> None:
+        _lws(objects)["spec"]["startupPolicy"] = "LeaderReady"
+
+    idle = tmp_path / "idle"
+    idle.mkdir()
+    done = run_harness(idle, _render(idle, "default-values.yaml", IDLE_WORKERS), timeout=120, edit=leader_ready)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok: LeaderWorkerSet/ci: Available (1/1 groups ready, 2 pods each)" in done.stdout
+    assert (idle / "logs" / "ci-0-1" / "triton-inference-server.log").exists()
+
+    waiting = tmp_path / "waiting"
+    waiting.mkdir()
+    objects = _render(waiting, "runtime-workers-values.yaml", RUNTIME_WORKERS)
+    done = run_harness(waiting, objects, timeout=15, edit=leader_ready)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED: LeaderWorkerSet/ci: group 0: leader not Ready within --timeout 15 s" in done.stdout
+    assert sorted(p.name for p in (waiting / "logs").iterdir()) == ["ci-0"]
