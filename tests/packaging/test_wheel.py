@@ -2,8 +2,9 @@
 
 The wheel (built straight from the checkout, as ``pip install .`` does, and from the sdist, as ``python -m build``
 and ``pip install mlrecipe-*.tar.gz`` do) holds every chart with its library chart and the step runtime as real
-files, and the examples. Installed into a fresh environment outside the checkout, it renders every catalog chart
-for Kubernetes exactly as the checkout does, runs a one-step recipe on the local backend and plans the quickstart.
+files, the mount script nodes run by path, and the examples. Installed into a fresh environment outside the
+checkout, it renders every catalog chart for Kubernetes exactly as the checkout does, runs a one-step recipe on the
+local backend and plans the quickstart.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 CHARTS = REPO / "charts" / "machine-learning"
 RUNTIME = REPO / "src" / "mlrecipe" / "runtime" / "step_runtime.py"
+MOUNT_SCRIPT = REPO / "src" / "mlrecipe" / "backends" / "host" / "mount_points.sh"
 DATA = "mlrecipe/_data/"
 #: The workload kind each catalog chart renders (besides its ConfigMap, Services ...).
 WORKLOAD = {
@@ -86,6 +88,7 @@ def test_the_wheel_holds_every_chart_as_real_files(wheels: dict[str, Path], buil
         infos = {i.filename: i for i in zf.infolist()}
         runtime = RUNTIME.read_bytes()
         assert zf.read("mlrecipe/runtime/step_runtime.py") == runtime
+        assert zf.read("mlrecipe/backends/host/mount_points.sh") == MOUNT_SCRIPT.read_bytes(), "nodes run it by path"
         library = sorted(_resolved_files(CHARTS / "library" / "mlrecipe-lib"))
         assert "Chart.yaml" in library and any(f.startswith("templates/") for f in library)
         for name in CATALOG:

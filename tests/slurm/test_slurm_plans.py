@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.host import resources
+from mlrecipe.backends.host.mount_points import MOUNT_SCRIPT_PATH
 from mlrecipe.backends.options import load_options
 from mlrecipe.backends.registry import get_backend
 from mlrecipe.backends.slurm.options import SlurmOptions
@@ -197,3 +199,22 @@ def test_a_tls_server_is_refused_before_anything_starts(mlhome: Path) -> None:
                              ["nginx.htpasswd=$apr1$x$y"]).steps[0]
     problems = get_backend("slurm", {}).check(step)
     assert any("serves over TLS" in p and "--backend local" in p for p in problems), problems
+
+
+def test_the_mount_script_is_written_beside_the_runtime_and_run_by_path(mlhome: Path, tmp_path: Path) -> None:
+    """A step with mounts runs the step directory's copy of ``mount_points.sh`` (written with the step runtime at
+    submit), by path: the batch script and mpirun's launch agent name it, neither embeds it."""
+    inputs = {**CASES["mpijob"][0], "files": [_mpi_recipe(tmp_path)]}
+    spec = spec_from_inputs(inputs)
+    (step,) = spec.steps
+    ctx = ReleaseContext("mpi", "default", "slurm", mlhome / "releases" / "slurm" / "default" / "mpi")
+    plan = get_backend("slurm", {"master_port": 29500}).plan(step, ctx)
+    copy = plan.step_dir / "mount_points.sh"
+    agent = plan.step_dir / "rank-mounts.sh"
+    assert plan.mount_script_path == copy
+    plan.write()
+    assert copy.read_bytes() == MOUNT_SCRIPT_PATH.read_bytes()
+    assert (plan.step_dir / "step_runtime.py").is_file()
+    for text in (plan.script, agent.read_text()):
+        assert f"--propagation private sh {copy} '' " in text
+        assert "pivot_root" not in text, "the mount script is run by path, not embedded"

@@ -9,6 +9,7 @@ import pytest
 
 from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.host.images import ImageEnvironments
+from mlrecipe.backends.host.mount_points import MOUNT_SCRIPT_PATH
 from mlrecipe.backends.host.nodes import unshare
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
 from mlrecipe.backends.registry import get_backend
@@ -60,7 +61,11 @@ def test_mounts_run_in_the_one_namespace_wrapper(tmp_path: Path, euid: int, monk
     request = HostStepRequest.from_step(quickstart_step("train"), context(tmp_path, "local"), placement(True))
     prefix = unshare(mount=True)
     assert ("--map-root-user" in prefix) == (euid != 0)
-    assert request.runtime_argv([], "python3", Path("/rt.py"))[:len(prefix) + 2] == [*prefix, "sh", "-c"]
+    # The mount script is a file run by path (the package's, or the copy a backend names), not embedded text.
+    assert request.runtime_argv([], "python3", Path("/rt.py"))[:len(prefix) + 2] == [*prefix, "sh",
+                                                                                     str(MOUNT_SCRIPT_PATH)]
+    assert request.runtime_argv([], "python3", Path("/rt.py"), Path("/step/mount_points.sh"))[len(prefix):][:2] == [
+        "sh", "/step/mount_points.sh"]
 
 
 @pytest.mark.parametrize("backend", ["local", "slurm"])

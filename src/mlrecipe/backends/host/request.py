@@ -19,6 +19,7 @@ from mlrecipe.backends.host import framework_needs, triton
 from mlrecipe.backends.host.contract import contract_env, node_contract_env, recipe_env, step_program
 from mlrecipe.backends.host.images import ImageEnvironments, PythonEnvironment
 from mlrecipe.backends.host.launches import host_launch
+from mlrecipe.backends.host.mount_points import MOUNT_SCRIPT_PATH
 from mlrecipe.backends.host.serving import Readiness, fixed_probe_port, readiness
 from mlrecipe.backends.host.volumes import Mount, describe_framework_mount, framework_mount, plan_mounts, wrap_argv
 from mlrecipe.spec.catalog import StepKind
@@ -115,7 +116,8 @@ class HostStepRequest:
         """The env contract of node ``rank`` beyond :attr:`contract_env` (its rank, the master's address)."""
         return node_contract_env(self.step, rank, master_addr, master_port)
 
-    def runtime_argv(self, wrapper: Sequence[str], python: str, runtime: Path) -> list[str]:
+    def runtime_argv(self, wrapper: Sequence[str], python: str, runtime: Path,
+                     mount_script: Path = MOUNT_SCRIPT_PATH) -> list[str]:
         """The argv that starts the step runtime (``python runtime program.json``) after ``wrapper``, inside the
-        step's mounts."""
-        return wrap_argv([*wrapper, python, str(runtime), str(self.program_path)], list(self.mounts))
+        step's mounts (made by the mount script at ``mount_script``)."""
+        return wrap_argv([*wrapper, python, str(runtime), str(self.program_path)], list(self.mounts), mount_script)

@@ -15,7 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlrecipe.backends.host.mount_points import mount_argv, mount_point_problem, user_namespaces_problem
+from mlrecipe.backends.host.mount_points import (
+    MOUNT_SCRIPT_PATH,
+    mount_argv,
+    mount_point_problem,
+    user_namespaces_problem,
+)
 from mlrecipe.backends.host.nodes import unshare
 from mlrecipe.config import default_volume_root, read_config
 from mlrecipe.spec.framework_scripts import SCRIPTS_DIR, framework_scripts
@@ -74,12 +79,13 @@ def describe_framework_mount(mount: Mount) -> str:
             f"(writable), bound at {mount.target}")
 
 
-def wrap_argv(argv: list[str], mounts: list[Mount]) -> list[str]:
+def wrap_argv(argv: list[str], mounts: list[Mount], script: Path = MOUNT_SCRIPT_PATH) -> list[str]:
     """Wrap ``argv`` so it runs in a private mount namespace (the one wrapper, :func:`~.nodes.unshare`) with
-    ``mounts`` in place (missing mount points made in that namespace only)."""
+    ``mounts`` in place (missing mount points made in that namespace only) by the mount script at ``script`` (the
+    package's, or a copy where the nodes run)."""
     if not mounts:
         return argv
-    return [*unshare(mount=True), *mount_argv([(str(m.source), m.target) for m in mounts], argv)]
+    return [*unshare(mount=True), *mount_argv([(str(m.source), m.target) for m in mounts], argv, script=script)]
 
 
 def mount_problems(mounts: list[Mount]) -> list[str]:

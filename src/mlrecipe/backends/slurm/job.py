@@ -10,6 +10,7 @@ from pathlib import Path
 from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.host import rayjob, resources
 from mlrecipe.backends.host.launch_env import device_env, mpi_env
+from mlrecipe.backends.host.mount_points import MOUNT_SCRIPT_PATH
 from mlrecipe.backends.host.request import HostStepRequest
 from mlrecipe.backends.host.volumes import wrap_argv
 from mlrecipe.backends.slurm.options import SlurmOptions
@@ -108,9 +109,15 @@ def render(request: HostStepRequest, cfg: SlurmOptions, ctx: ReleaseContext, env
         script.env["PATH"] = job_env["PATH"]
     return SlurmPlan(step=step.name, chart=step.chart.name, script=script.render(), script_path=step_dir / "job.sbatch",
                      program=request.program, program_path=request.program_path, runtime_path=runtime_path,
+                     mount_script_path=_mount_script(request) if request.mounts else None,
                      step_dir=step_dir, nodes=nodes, nnodes=request.nnodes, mounts=list(request.mounts), notes=notes,
                      base_env=env, secret_env=secrets, extra_files=files, readiness=request.readiness,
                      url_file=url_file)
+
+
+def _mount_script(request: HostStepRequest) -> Path:
+    """The step's copy of the mount script, beside its step runtime (written with it at submit)."""
+    return request.step_dir / MOUNT_SCRIPT_PATH.name
 
 
 def _launch_env(request: HostStepRequest, gpus: bool, files: dict[Path, str], notes: list[str]) -> dict[str, str]:
@@ -122,7 +129,7 @@ def _launch_env(request: HostStepRequest, gpus: bool, files: dict[Path, str], no
     notes.append("MPI ranks start through mpirun inside the allocation (Open MPI launches its daemons with srun)")
     if request.mounts:
         agent = request.step_dir / "rank-mounts.sh"
-        files[agent] = rank_mounts_script(list(request.mounts))
+        files[agent] = rank_mounts_script(list(request.mounts), _mount_script(request))
         out["OMPI_MCA_orte_launch_agent"] = f"{agent} orted"
         notes.append("the ranks on the other nodes see the pvc mount paths too (mpirun's launch agent "
                      f"{agent.name} binds them)")
@@ -149,7 +156,8 @@ def _ray_cluster(request: HostStepRequest, files: dict[Path, str], notes: list[s
     step, nnodes = request.step, request.nnodes
     per_node = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1"]
     launcher = [*per_node, "--kill-on-bad-exit=0",
-                *wrap_argv(["sh", "-c", RAY_WORKER_SCRIPT, "mlrecipe-ray-worker"], list(request.mounts))]
+                *wrap_argv(["sh", "-c", RAY_WORKER_SCRIPT, "mlrecipe-ray-worker"], list(request.mounts),
+                          _mount_script(request))]
     cleanup = [*per_node, "sh", "-c", RAY_WORKER_CLEANUP_SCRIPT]
     spec_path, program = request.step_dir / "ray" / "cluster.json", request.step_dir / "ray_cluster.py"
     files[spec_path] = json.dumps(rayjob.remote_workers(step, launcher, cleanup), indent=2)
@@ -162,7 +170,7 @@ def _ray_cluster(request: HostStepRequest, files: dict[Path, str], notes: list[s
 def _launch(request: HostStepRequest, cfg: SlurmOptions, runtime_path: Path,
             ray_wrapper: list[str]) -> tuple[list[list[str]], str, list[int]]:
     """The launch lines of the batch script, its redirect, and the ranks that write node logs."""
-    argv = request.runtime_argv([*NODE_WRAPPER, *ray_wrapper], "python3", runtime_path)
+    argv = request.runtime_argv([*NODE_WRAPPER, *ray_wrapper], "python3", runtime_path, _mount_script(request))
     step_dir = request.step_dir
     if request.kind in (StepKind.MPI, StepKind.RAY):  # runs once: mpirun / Ray start the other nodes' work
         return [argv], f">> {shlex.quote(str(step_dir / 'node-0.log'))} 2>&1", [0]

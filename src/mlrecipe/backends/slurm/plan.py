@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.base import Plan
+from mlrecipe.backends.host.mount_points import MOUNT_SCRIPT_PATH
 from mlrecipe.backends.host.serving import Readiness
 from mlrecipe.backends.host.volumes import Mount
 from mlrecipe.backends.slurm.remote import RemotePlan
@@ -41,6 +42,14 @@ class SlurmPlan(Plan):
     url_file: Path | None = None
     extra_files: dict[Path, str] = field(default_factory=dict)
     remote: RemotePlan | None = None  #: submitted through a login node over SSH (:mod:`.remote`)
+    mount_script_path: Path | None = None  #: the step's copy of the mount script, when the step has mounts
+
+    def _packaged_files(self) -> dict[Path, Path]:
+        """The package's files the job runs, by where the step gets its copy: the runtime, the mount script."""
+        out = {self.runtime_path: RUNTIME_PATH}
+        if self.mount_script_path is not None:
+            out[self.mount_script_path] = MOUNT_SCRIPT_PATH
+        return out
 
     @property
     def node_count(self) -> int:
@@ -62,8 +71,9 @@ class SlurmPlan(Plan):
             remote.map_path(self.script_path): (remote.map_text(self.script).encode(), 0o755),
             remote.map_path(self.program_path): (
                 remote.map_text(json.dumps(self.program, indent=2, sort_keys=True)).encode(), 0o644),
-            remote.map_path(self.runtime_path): (RUNTIME_PATH.read_bytes(), 0o644),
         }
+        for path, source in self._packaged_files().items():
+            out[remote.map_path(path)] = (source.read_bytes(), 0o644)
         for path, text in self.extra_files.items():
             out[remote.map_path(path)] = (remote.map_text(text).encode(), 0o755 if text.startswith("#!") else 0o644)
         out.update(remote.pipeline_payload())
@@ -96,7 +106,7 @@ class SlurmPlan(Plan):
         return "\n".join(out) + "\n"
 
     def write(self) -> None:
-        """Write the batch script, the step program and the runtime into the step directory."""
+        """Write the batch script, the step program, the runtime and the mount script into the step directory."""
         self.step_dir.mkdir(parents=True, exist_ok=True)
         _atomic(self.program_path, json.dumps(self.program, indent=2, sort_keys=True))
         _atomic(self.script_path, self.script)
@@ -106,10 +116,11 @@ class SlurmPlan(Plan):
             _atomic(path, text)
             if text.startswith("#!"):
                 path.chmod(0o755)
-        if not self.runtime_path.exists() or self.runtime_path.read_bytes() != RUNTIME_PATH.read_bytes():
-            tmp = self.runtime_path.with_suffix(".tmp")
-            shutil.copyfile(RUNTIME_PATH, tmp)
-            tmp.replace(self.runtime_path)
+        for path, source in self._packaged_files().items():
+            if not path.exists() or path.read_bytes() != source.read_bytes():
+                tmp = path.with_suffix(".tmp")
+                shutil.copyfile(source, tmp)
+                tmp.replace(path)
 
 
 def _atomic(path: Path, text: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mlrecipe.backends.host.volumes import Mount, wrap_argv
 
@@ -96,7 +97,8 @@ def server_lines(port: int | None, url_file: str) -> list[str]:
     ]
 
 
-def rank_mounts_script(mounts: list[Mount]) -> str:
-    """A launch agent for mpirun: start Open MPI's daemon (``"$@"``) with the step's pvc bind mounts in place."""
+def rank_mounts_script(mounts: list[Mount], mount_script: Path) -> str:
+    """A launch agent for mpirun: start Open MPI's daemon (``"$@"``) with the step's pvc bind mounts in place (made
+    by the mount script at ``mount_script``)."""
     return ("#!/bin/sh\n# mlrecipe: MPI ranks on every node see the pvc mount paths (mpirun's launch agent)\n"
-            f'exec {shlex.join(wrap_argv([], mounts))} "$@"\n')
+            f'exec {shlex.join(wrap_argv([], mounts, mount_script))} "$@"\n')
