@@ -6,14 +6,18 @@ probe never succeeds."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.kubelet.controllers.lws import lws_env
 from tests.kubelet_runs.ray_cases import logs, render
-from tests.kubelet_runs.scenarios import run_harness
+from tests.kubelet_runs.scenarios import fsx, run_harness
+from tests.repo import REPO
 
 CHART = "serving/triton-inference-server-lws"
 #: the leader (LWS_WORKER_INDEX 0) serves Triton's health routes on its pod address, ready once the group's
@@ -173,3 +177,22 @@ def test_leader_ready_startup_policy_creates_workers_only_once_the_leader_is_rea
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED: LeaderWorkerSet/ci: group 0: leader not Ready within --timeout 15 s" in done.stdout
     assert sorted(p.name for p in (waiting / "logs").iterdir()) == ["ci-0"]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_failed_worker_recreates_its_whole_group_under_max_restarts(tmp_path: Path) -> None:
+    """``restartPolicy: RecreateGroupOnPodRestart`` (the chart's): with ``--max-restarts 1`` the failing worker's
+    group, leader included, starts again under the same names before the run fails."""
+    objects = _render(tmp_path, "runtime-workers-values.yaml", RUNTIME_WORKERS)
+    worker = _lws(objects)["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    worker["env"].append({"name": "PET_MASTER_ADDR", "value": "ci-7.ci.default"})
+    stream = tmp_path / "stream.yaml"
+    stream.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    done = subprocess.run([sys.executable, "-m", "tests.kubelet", str(stream), "--logs", str(tmp_path / "logs"),
+                           "--timeout", "120", "--pvc", f"pv-fsx={fsx(tmp_path)}", "--max-restarts", "1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ended; restartPolicy RecreateGroupOnPodRestart followed up to --max-restarts 1" in done.stdout
+    assert "FAILED: LeaderWorkerSet/ci: group 0: a container exited before the set was Available" in done.stdout
+    assert logs(tmp_path, "ci-0/triton-inference-server.log").count("leader serving on 127.0.0.2") == 2

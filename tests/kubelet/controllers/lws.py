@@ -171,8 +171,10 @@ class LeaderWorkerSetController(Controller):
     def poll(self) -> Outcome | None:
         for pod in list(self.pods):
             if pod.done.is_set() and pod in self.pods:
-                if self.may_restart(2 ** 31):
-                    self.cluster.note(f"{self.workload}: pod {pod.name} ended; restartPolicy {self.restart_policy}")
+                if self.restarts < self.cluster.max_restarts:  # lws itself recreates without limit
+                    self.restarts += 1
+                    self.cluster.note(f"{self.workload}: pod {pod.name} ended; restartPolicy {self.restart_policy} "
+                                      f"followed up to --max-restarts {self.cluster.max_restarts}")
                     self._recreate(pod)
                     continue
                 summary = f"group {self._group(pod)}: a container exited before the set was Available"
