@@ -1,10 +1,10 @@
 """RayJob renderings beyond ``test_ray.py``'s one scenario, through the harness (KubeRay v1.5.2): the ``raytrain``
 chart's ci scenarios (the runtime-env one pip-installs ``transformers==4.57.1`` into the job's runtime env, so it
 needs the package index) and ``examples/eks/ray``'s pipeline as ``mlrecipe run --dry-run -b kubernetes`` prints it
-(two RayJobs of a head and two workers each, sharing the ``pv-fsx`` / ``pv-efs``
-claims; its scripts, which the pipeline expects under ``$HOME/code`` on EFS, are the stand-ins of
-:mod:`tests.kubelet_runs.ray_cases`), and a bare RayCluster (the ray-data-process RayJob's cluster spec). Not named
-``test_*.py``: 1-4 minutes each; run it when named."""
+(two RayJobs of a head and two workers each, sharing the ``pv-fsx`` / ``pv-efs`` claims; its scripts, which the
+pipeline expects under ``$HOME/code`` on EFS, are the stand-ins of :mod:`tests.kubelet_runs.ray_cases`), a bare
+RayCluster (the ray-data-process RayJob's cluster spec), and a worker given a wrong head address (it fails naming
+the worker after the harness timeout). Not named ``test_*.py``: 1-4 minutes each; run by ``make kubelet-scenarios``."""
 
 from __future__ import annotations
 
@@ -81,3 +81,16 @@ def test_bare_raycluster_becomes_ready(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok: RayCluster/rc-kh: ready (2 Ray pods ready)" in done.stdout
     assert "GCS is ready." in logs(tmp_path, "rc-kh-processing-worker-*/wait-gcs-ready.log")
+
+
+def test_ray_worker_with_a_wrong_head_address_fails_naming_it(tmp_path: Path) -> None:
+    def plant(objects: list[dict[str, Any]]) -> None:
+        group = next(o for o in objects if o["kind"] == "RayJob")["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+        group["rayStartParams"] = {"address": "rayjob-kh-wrong-head-svc:6379"}
+
+    objects = render(tmp_path, "data-prep/ray-data-process", "default-values.yaml", RAYJOB_STAND_IN)
+    done = run_harness(tmp_path, objects, timeout=60, edit=plant)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not Ready within --timeout 60 s" in done.stdout
+    assert "-processing-worker-" in done.stdout and ", container ray-worker" in done.stdout
+    assert "Failed to connect to GCS at address rayjob-kh-wrong-head-svc:6379" in done.stdout
