@@ -215,7 +215,7 @@ bench-serving: venv serve-env
 # framework examples' EKS pipelines step by step, run as the kubelet and the operators would (as root); `make test`
 # runs one scenario per kind (tests/kubelet_runs).
 kubelet-scenarios: venv serve-env system-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/kubelet_runs/more_scenarios.py tests/kubelet_runs/eks_examples.py tests/kubelet_runs/ray_scenarios.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/kubelet_runs/more_scenarios.py tests/kubelet_runs/eks_examples.py tests/kubelet_runs/ray_scenarios.py tests/kubelet_runs/lws_scenarios.py
 
 golden: venv
 	$(BIN)/python -m pytest -q tests -k golden --update-golden
