@@ -14,6 +14,13 @@ import yaml
 from tests.repo import BIN, REPO, cli_env
 
 #: the entrypoint (the step runtime on the head) runs this: a task on every node, the env KubeRay gave the head
+#: the ray-data-process chart's RayJob running the probe on the ``pv-fsx`` claim as its one process
+RAYJOB_STAND_IN = """\
+resources: {nnodes: 1}
+process:
+  command: [python3]
+  args: [/fsx/ray_probe.py]
+"""
 PROBE = """\
 import os, socket, sys
 import ray

@@ -16,18 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.kubelet_runs.ray_cases import PREPROCESS, TRAIN, logs, render
+from tests.kubelet_runs.ray_cases import PREPROCESS, RAYJOB_STAND_IN, TRAIN, logs, render
 from tests.kubelet_runs.scenarios import run_harness
 from tests.repo import BIN, EXAMPLES, REPO, cli_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-RAYJOB_STAND_IN = """\
-resources: {nnodes: 1}
-process:
-  command: [python3]
-  args: [/fsx/ray_probe.py]
-"""
 STAND_IN = """\
 resources: {nnodes: 1}
 train:

@@ -13,16 +13,10 @@ from typing import Any
 import pytest
 
 from tests.kubelet.controllers.rayjob import submit_command
-from tests.kubelet_runs.ray_cases import logs, render
+from tests.kubelet_runs.ray_cases import RAYJOB_STAND_IN, logs, render
 from tests.kubelet_runs.scenarios import run_harness
 
 CHART = "data-prep/ray-data-process"
-STAND_IN = """\
-resources: {nnodes: 1}
-process:
-  command: [python3]
-  args: [/fsx/ray_probe.py]
-"""
 
 
 #: the rayserve chart's ci scenario with a stand-in Serve application (and the head's ports as the scenario has them)
@@ -40,7 +34,7 @@ ray:
 resources: {min_replicas: 1, max_replicas: 1}
 """
 def _render(tmp_path: Path) -> list[dict[str, Any]]:
-    return render(tmp_path, CHART, "default-values.yaml", STAND_IN)
+    return render(tmp_path, CHART, "default-values.yaml", RAYJOB_STAND_IN)
 
 
 def _rayjob(objects: list[dict[str, Any]]) -> dict[str, Any]:
