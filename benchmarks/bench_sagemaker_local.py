@@ -169,14 +169,13 @@ def median_of(argv: list[str], runs: int, env: dict[str, str] | None = None) -> 
 
 def floors(tmp: Path, runs: int = 5) -> dict[str, float]:
     """What no local-mode launch can go below: the pieces on its path, each timed alone (median of ``runs``)."""
-    from mlrecipe.backends.host.mount_points import mount_argv
     from mlrecipe.backends.host.nodes import host_argv
 
     tree, hosts = tmp / "floor-tree", tmp / "floor-hosts"
     tree.mkdir()
     hosts.write_text("127.0.0.1 localhost\n127.0.10.1 algo-1\n")
     python = str(BIN / "python")
-    fresh_root = mount_argv([(str(tree), "/opt/ml"), (str(hosts), "/etc/hosts")], ["true"], fresh_root=True)
+    mounts = [(str(tree), "/opt/ml"), (str(hosts), "/etc/hosts")]
     return {
         PYTHON_FLOOR: median_of([python, "-c", "pass"], runs),
         "mlrecipe --help (CLI imports)": median_of([str(BIN / "mlrecipe"), "--help"], runs),
@@ -187,9 +186,9 @@ def floors(tmp: Path, runs: int = 5) -> dict[str, float]:
         "supervisor's imports (python -c 'import ...local.supervisor')":
             median_of([python, "-c", "import mlrecipe.backends.sagemaker.local.supervisor"], runs),
         "host namespaces + 2 bind mounts + hostname, running 'true'":
-            median_of(host_argv("algo-1", [(str(tree), "/opt/ml"), (str(hosts), "/etc/hosts")], ["true"]), runs),
+            median_of(host_argv("algo-1", mounts, ["true"]), runs),
         "the same with a root of its own (a job with file-system channels, or no /opt/ml on the machine)":
-            median_of(host_argv("algo-1", [], fresh_root), runs),
+            median_of(host_argv("algo-1", mounts, ["true"], fresh_root=True), runs),
     }
 
 

@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from mlrecipe.backends.host.devices import Gpu
+from mlrecipe.backends.host.mount_points import mount_argv
 from mlrecipe.errors import LinkedPathError
 from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
 
-HOST_SCRIPT = ('set -e; h="$1"; shift; while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done; shift; '
-               '[ -z "$h" ] || hostname "$h"; exec "$@"')
+HOST_SCRIPT = 'set -e; [ -z "$1" ] || hostname "$1"; shift; exec "$@"'
 KILL_CHILD = "--kill-child"  #: the option of :func:`unshare` ``pid=True`` that ends the namespace with unshare
 STOP_LOOK_SECONDS = 0.05  #: how often a stop looks whether the nodes' processes are gone
 KILLED_SECONDS = 5.0  #: how long processes sent SIGKILL get to be gone (a bound on waiting only)
@@ -170,12 +170,12 @@ def unshare(*, mount: bool = False, uts: bool = False, pid: bool = False) -> lis
     return argv + (["--propagation", "private"] if mount else [])
 
 
-def host_argv(host: str, mounts: Sequence[tuple[str, str]], argv: list[str]) -> list[str]:
+def host_argv(host: str, mounts: Sequence[tuple[str, str]], argv: list[str], *, fresh_root: bool = False) -> list[str]:
     """``argv`` as the entrypoint (pid 1) of host ``host``: private mount, UTS (hostname) and pid namespaces with
-    ``mounts`` (source, target) bound in order."""
-    pairs = [p for m in mounts for p in m]
+    ``mounts`` (source, target) bound in order by the one mount script (:func:`.mount_points.mount_argv`: missing
+    mount points made in the namespace only; ``fresh_root``: a root of its own)."""
     return [*unshare(mount=True, uts=True, pid=True), "sh", "-c", HOST_SCRIPT, "mlrecipe-sagemaker-host", host,
-            *pairs, "--", *argv]
+            *mount_argv(mounts, argv, fresh_root=fresh_root)]
 
 
 def set_parent_death_signal(signum: int) -> None:
@@ -204,9 +204,9 @@ def open_node_log(path: Path) -> BinaryIO:
 @dataclass(frozen=True)
 class NodeSpec:
     """One node: what it runs and where its output goes; ``hostname`` set: a host of its own (namespaces, that
-    hostname, ``mounts`` bound as (source, target)); ``outlives_starter``: it keeps running when the process that
-    started it ends (a server, until uninstalled); the devices it was given (``gpus``: also in its env's
-    ``CUDA_VISIBLE_DEVICES``; ``cpus``: how many CPUs it counts for)."""
+    hostname, ``mounts`` bound as (source, target), ``fresh_root``: a root of its own); ``outlives_starter``: it
+    keeps running when the process that started it ends (a server, until uninstalled); the devices it was given
+    (``gpus``: also in its env's ``CUDA_VISIBLE_DEVICES``; ``cpus``: how many CPUs it counts for)."""
 
     argv: list[str]
     env: dict[str, str]
@@ -214,13 +214,16 @@ class NodeSpec:
     cwd: Path | None = None
     hostname: str | None = None
     mounts: tuple[tuple[str, str], ...] = ()
+    fresh_root: bool = False
     outlives_starter: bool = False
     gpus: tuple[Gpu, ...] = ()
     cpus: int = 1
 
     def command(self) -> list[str]:
         """The argv that is started: in its own namespaces when it is a host."""
-        return host_argv(self.hostname, self.mounts, self.argv) if self.hostname is not None else self.argv
+        if self.hostname is None:
+            return self.argv
+        return host_argv(self.hostname, self.mounts, self.argv, fresh_root=self.fresh_root)
 
     def parent_death_signal(self) -> int | None:
         """The parent-death rule: what the node's leader gets when the process that started it dies, even by

@@ -25,7 +25,6 @@ from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu
 from mlrecipe.backends.host.gpu_lease import GpuLease, busy_message
-from mlrecipe.backends.host.mount_points import mount_argv
 from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, identity
 from mlrecipe.backends.sagemaker.local.job import JobStatus, JobStore, TrainingJobRecord, fail, set_secondary
 from mlrecipe.backends.sagemaker.local.processes import remove_host_temps
@@ -47,10 +46,10 @@ def _start_hosts(local: dict[str, Any], lease_fds: list[int]) -> NodeGroup:
     """The job's hosts as one node group, started: each its own host (namespaces, hostname, ``/opt/ml``; for a job with
     file-system channels a root of its own, where its program makes their mount points (/fsx) without touching this
     machine's)."""
-    group = NodeGroup([NodeSpec(argv=mount_argv([(str(m[0]), str(m[1])) for m in host["mounts"]], list(local["argv"]),
-                                                fresh_root=host.get("fresh_root", True)),
-                                env={**os.environ, **host["env"]}, log_path=Path(host["log"]), cwd=Path(host["tree"]),
-                                hostname=host["name"])
+    group = NodeGroup([NodeSpec(argv=list(local["argv"]), env={**os.environ, **host["env"]},
+                                log_path=Path(host["log"]), cwd=Path(host["tree"]), hostname=host["name"],
+                                mounts=tuple((str(m[0]), str(m[1])) for m in host["mounts"]),
+                                fresh_root=host.get("fresh_root", True))
                        for host in local["hosts"]], pass_fds=lease_fds)
     group.start()
     return group
