@@ -16,7 +16,10 @@ both also per worker (per rank x worker), the busiest rank's peak RSS (``ru_maxr
 speed-up of 2 ranks over the single-process path and over 1 rank with ranges (target >= 1.8x on 2 cores), and the
 single-process path over the megatron-core loop (target >= 1.0x). Bounded memory (issue 39 point 2): the
 single-process path and the 2 ranks also run on a file a quarter of the size, and both peak RSS are printed with
-their difference (target < 20 %, and < 1 GiB). The bytes of every run's ``.bin/.idx`` are compared.
+their difference (target < 20 %, and < 1 GiB); ``--memory-only`` does only that, on ``--megabytes`` and a tenth of
+it (sizes a timed run cannot afford: e.g. 500 and 50 MB). The machine's ceiling for the same work is measured in the
+same rounds: the megatron-core loop over the file's two halves in 1 process, then 2 at once (imports excluded); the
+2 ranks' speed-up is also printed as a share of it. The bytes of every run's ``.bin/.idx`` are compared.
 
 ``--mode shards`` (issue 27):
 Data: Pile-shaped ``.jsonl.zst`` shards and a byte-level BPE tokenizer made here by
@@ -258,6 +261,40 @@ def run_large_loop(source: Path, tokenizer: Path, work: Path) -> dict[str, float
     return {"seconds": time.perf_counter() - start, "rss": 0.0, "cpu": 0.0, "documents": documents, "digest": digest}
 
 
+def write_halves(source: Path, work: Path) -> list[Path]:
+    """``source`` cut at the line nearest its middle into two ``.jsonl.zst`` files (for the machine's ceiling)."""
+    import zstandard
+
+    data = source.read_bytes()
+    middle = data.index(b"\n", len(data) // 2) + 1
+    halves = []
+    for i, part in enumerate((data[:middle], data[middle:])):
+        path = work / f"half-{i}.jsonl.zst"
+        path.write_bytes(zstandard.ZstdCompressor(level=1).compress(part))
+        halves.append(path)
+    return halves
+
+
+def memory_only(args: argparse.Namespace, work: Path) -> int:
+    """``--memory-only``: bounded memory (issue 39 point 2) on sizes a timed run cannot afford: the single-process
+    path and 2 ranks with ranges, once each, on a file of ``--megabytes`` MB and on one of a tenth of it; peak RSS of
+    the busiest rank (load does not move it)."""
+    big, small = work / "big.jsonl", work / "small.jsonl"
+    size, _ = write_large_file(big, args.megabytes)
+    small_size, _ = write_large_file(small, args.megabytes / 10)
+    tokenizer = sample_corpus.train_tokenizer(work / "tokenizer", args.vocab_size)
+    ranged = f"{max(1, int(args.range_mb * 1e6))}"
+    for name, ranks, splits in (("single-process path", 1, (str(10 * small_size), str(10 * size))),
+                                ("2 ranks, ranges", 2, (ranged, ranged))):
+        low, high = (run_large(work, source, tokenizer, ranks, split) for source, split in zip((small, big), splits,
+                                                                                                   strict=True))
+        print(f"peak RSS, {name}: {low['rss'] / 2**20:.1f} MiB on {small_size / 1e6:.1f} MB "
+              f"({low['seconds']:.0f} s), {high['rss'] / 2**20:.1f} MiB on {size / 1e6:.1f} MB "
+              f"({high['seconds']:.0f} s): "
+              f"{abs(high['rss'] - low['rss']) / low['rss']:.1%} apart  (target < 20 %, < 1 GiB)", flush=True)
+    return 0
+
+
 def large_file(args: argparse.Namespace, work: Path) -> int:
     """``--mode large-file`` (the module docstring)."""
     import megatron.core.datasets.indexed_dataset  # noqa: F401  (imported once, outside every timing)
@@ -265,20 +302,26 @@ def large_file(args: argparse.Namespace, work: Path) -> int:
     big, small = work / "big.jsonl", work / "small.jsonl"
     size, docs = write_large_file(big, args.megabytes)
     small_size, _ = write_large_file(small, args.megabytes / 4)
+    halves = write_halves(big, work)
     tokenizer = sample_corpus.train_tokenizer(work / "tokenizer", args.vocab_size)
     vocab = json.loads((tokenizer / "tokenizer.json").read_text())["model"]["vocab"]
     whole, ranged = str(10 * size), f"{max(1, int(args.range_mb * 1e6))}"
     configs = {"single-process path": (1, whole), "1 rank, ranges": (1, ranged), "2 ranks, ranges": (2, ranged),
-               "megatron-core loop": (0, "")}
+               "megatron-core loop": (0, ""), "ceiling: 1 loop": (-1, ""), "ceiling: 2 loops at once": (-2, "")}
     results: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
     names = list(configs)
     for round_ in range(args.repeats):
         for name in names[round_ % len(names):] + names[:round_ % len(names)]:
             ranks, split = configs[name]
-            figures = run_large_loop(big, tokenizer, work) if ranks == 0 else run_large(work, big, tokenizer,
-                                                                                         ranks, split)
+            if ranks < 0:
+                seconds, _, _ = run_loops_at_once(work, halves, tokenizer, -ranks)
+                figures = {"seconds": seconds, "rss": 0.0, "cpu": 0.0}
+            elif ranks == 0:
+                figures = run_large_loop(big, tokenizer, work)
+            else:
+                figures = run_large(work, big, tokenizer, ranks, split)
             results[name].append(figures)
-    digests = {r["digest"] for runs in results.values() for r in runs}
+    digests = {r["digest"] for runs in results.values() for r in runs if "digest" in r}
     assert len(digests) == 1, "the runs wrote different .bin/.idx bytes"
     print(f"one file of {size / 1e6:.1f} MB, {docs} documents; tokenizer: byte-level BPE, {len(vocab)} tokens; "
           f"ranges of {args.range_mb} MB; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median of "
@@ -286,7 +329,7 @@ def large_file(args: argparse.Namespace, work: Path) -> int:
     median = {name: statistics.median(r["seconds"] for r in runs) for name, runs in results.items()}
     cpu = {name: statistics.median(r["cpu"] for r in runs) for name, runs in results.items()}
     for name, (ranks, _) in configs.items():
-        workers = max(ranks, 1)
+        workers = max(abs(ranks), 1)
         seconds = median[name]
         rss = max(r["rss"] for r in results[name])
         print(f"  {name:20s} {seconds:7.2f} s  {size / 1e6 / seconds:6.2f} MB/s ({size / 1e6 / seconds / workers:5.2f} "
@@ -305,6 +348,13 @@ def large_file(args: argparse.Namespace, work: Path) -> int:
           f"{statistics.median(ranged_pairs):.2f}x")
     print(f"the same on idle cores (busiest rank's CPU s): {cpu['single-process path'] / cpu['2 ranks, ranges']:.2f}x "
           f"and {cpu['1 rank, ranges'] / cpu['2 ranks, ranges']:.2f}x")
+    ceilings = [one["seconds"] / two["seconds"] for one, two in zip(results["ceiling: 1 loop"],
+                                                                     results["ceiling: 2 loops at once"], strict=True)]
+    ceiling = statistics.median(ceilings)
+    print(f"this machine's ceiling for the same work (the megatron-core loop over the file's two halves: 1 process, "
+          f"then 2 at once, imports and start-up excluded): {', '.join(f'{r:.2f}x' for r in ceilings)}; median "
+          f"{ceiling:.2f}x; 2 ranks / 1 rank with ranges reach {statistics.median(ranged_pairs) / ceiling:.0%} of it, "
+          f"2 ranks / single-process path {statistics.median(paired) / ceiling:.0%}")
     print(f"single-process path / megatron-core loop: "
           f"{median['megatron-core loop'] / median['single-process path']:.2f}x  (target >= 1.0x per worker)")
     for name, ranks, split in (("single-process path", 1, str(10 * small_size)), ("2 ranks, ranges", 2, ranged)):
@@ -329,13 +379,15 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=6, help="the sample corpus dealt this many times over")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="large-file: only the peak RSS of 1 and 2 ranks on --megabytes MB and a tenth of it")
     parser.add_argument("--scaling-only", action="store_true",
                         help="only 1 vs 2 ranks and the machine's ceiling (more rounds in the same time)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-megatron-"))
     if args.mode == "large-file":
         try:
-            return large_file(args, work)
+            return memory_only(args, work) if args.memory_only else large_file(args, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     try:
