@@ -2,7 +2,8 @@
 (its hostname, a directory bound at /opt/ml), their identities alive while they run; the end of one wakes
 ``wait_any`` (a pidfd, not a timer: the wait is bounded by 60 s and returns long before); ``stop(grace)`` ends a node
 that ignores SIGTERM with SIGKILL after the grace, and every node is reaped. The parent-death rule (a node ends with
-its starter, a server does not) and ``stop_nodes`` from identities alone (a group whose leader is gone, strays)."""
+its starter, a server does not), ``stop_nodes`` from identities alone (a group whose leader is gone, strays), and the
+device grant a group hands to its nodes (the GPU lease held until the last one ends)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from mlrecipe.backends.host.cpus import CpuSlots
+from mlrecipe.backends.host.devices import Gpu
+from mlrecipe.backends.host.gpu_lease import is_free
+from mlrecipe.backends.host.grant import DeviceGrant
 from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive, group_members, identity, start_time, stop_nodes
+from mlrecipe.errors import LinkedPathError
 
 pytestmark = pytest.mark.integration
 needs_hosts = pytest.mark.skipif(shutil.which("unshare") is None or not os.path.isdir("/opt/ml"),
@@ -142,3 +148,54 @@ def test_stop_nodes_ends_a_group_whose_leader_is_gone_and_the_strays(tmp_path: P
         for pid in (member, stray):
             if start_time(pid) is not None:
                 os.kill(pid, signal.SIGKILL)
+
+
+def _gated(tmp_path: Path, name: str) -> NodeSpec:
+    """A node that exits 0 once ``tmp_path/<name>.go`` exists."""
+    return NodeSpec(argv=["sh", "-c", f'while [ ! -e "{tmp_path}/{name}.go" ]; do sleep 0.05; done'],
+                    env=dict(os.environ), log_path=tmp_path / f"{name}.log")
+
+
+def test_a_node_group_hands_its_device_grant_to_its_nodes(tmp_path: Path) -> None:
+    """The group passes its grant's GPU lease to every node and lets go of its own hold: the GPU stays leased until
+    the last node ends, however long the starter lives; closing the group gives the grant's CPU slots back."""
+    leases, gpu, slots = tmp_path / "leases", Gpu(0, "GPU-node-group-test", "fake", 9.0), CpuSlots(4)
+    grant = DeviceGrant(leases, "rel", "step", gpus=(gpu,), cpus=slots, ranks=2, cpu_holder="run")
+    assert grant.take() is None
+    group = NodeGroup([_gated(tmp_path, "first"), _gated(tmp_path, "second")], grant=grant)
+    try:
+        group.start()
+        assert grant.fds == [] and not is_free(leases, gpu), "the nodes hold the lease, not this process"
+        (tmp_path / "first.go").touch()
+        _wait(lambda: group.codes()[0] == 0, "the first node's end")
+        assert not is_free(leases, gpu), "the lease lasts until the last node ends"
+        (tmp_path / "second.go").touch()
+        _wait(lambda: group.codes() == [0, 0], "the second node's end")
+        assert is_free(leases, gpu)
+        assert slots.holders == {"run": 2}
+        group.close()
+        assert slots.used == 0
+    finally:
+        for name in ("first", "second"):
+            (tmp_path / f"{name}.go").touch()
+        group.stop(0)
+
+
+def test_a_node_that_cannot_start_still_hands_the_grant_over(tmp_path: Path) -> None:
+    """The second node's log is a planted link: it is refused, the first node (started) holds the lease, this
+    process does not; stopping the group frees the GPU."""
+    leases, gpu = tmp_path / "leases", Gpu(0, "GPU-node-group-test", "fake", 9.0)
+    grant = DeviceGrant(leases, "rel", "step", gpus=(gpu,))
+    assert grant.take() is None
+    (tmp_path / "elsewhere.log").write_text("kept\n")
+    (tmp_path / "second.log").symlink_to(tmp_path / "elsewhere.log")
+    group = NodeGroup([_gated(tmp_path, "first"), _gated(tmp_path, "second")], grant=grant)
+    try:
+        with pytest.raises(LinkedPathError):
+            group.start()
+        assert len(group.identities()) == 1 and grant.fds == [] and not is_free(leases, gpu)
+        assert group.stop(5) and is_free(leases, gpu)
+        assert (tmp_path / "elsewhere.log").read_text() == "kept\n"
+    finally:
+        (tmp_path / "first.go").touch()
+        group.stop(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import tarfile
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 
+from mlrecipe.backends.host.nodes import alive, exit_fd, start_time
 from mlrecipe.backends.sagemaker.local.client import LocalSageMakerClient
 
 pytestmark = pytest.mark.integration
@@ -403,3 +405,54 @@ def test_removing_a_release_removes_its_local_job_trees(client: LocalSageMakerCl
     done = tagged.remove_release(client, "rel", "default")
     assert done == [f"stopped training job {mine}", f"removed local training job {mine} and its hosts' trees"]
     assert not (jobs / mine).exists() and (jobs / other / "hosts").is_dir()
+
+
+def test_a_supervisor_log_planted_as_a_link_fails_the_job_and_is_not_written_through(
+        client: LocalSageMakerClient, tmp_path: Path) -> None:
+    """The job's supervisor starts as a node of the host layer, whose log is never written through a link."""
+    home = tmp_path / "sm" / "training-jobs" / "linked-job"
+    home.mkdir(parents=True)
+    outside = tmp_path / "outside.log"
+    outside.write_text("kept\n")
+    (home / "supervisor.log").symlink_to(outside)
+    client.create_training_job(**training_request("linked-job", ["true"], tmp_path, count=1))
+    out = client.describe_training_job(TrainingJobName="linked-job")  # the first look, no waiting: Failed already
+    assert out["TrainingJobStatus"] == "Failed", out
+    assert "supervisor cannot start" in out["FailureReason"] and "symbolic link" in out["FailureReason"], out
+    assert not (home / "pids.json").exists() and client.job_end_fd("linked-job") is None
+    assert outside.read_text() == "kept\n"
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
+def test_another_client_learns_of_the_jobs_end_from_its_supervisors_identity(client: LocalSageMakerClient,
+                                                                             tmp_path: Path) -> None:
+    """A second client (another CLI: ``resume``) opens a pidfd of the supervisor from its identity in ``pids.json``
+    (``[pid, start ticks]``): readable once the job ended, its final status written by then; none once it ended."""
+    probe = exit_fd(os.getpid())
+    if probe is None:
+        pytest.skip("no pidfd on this system (Linux >= 5.3): the runner asks DescribeTrainingJob instead")
+    os.close(probe)
+    gate = tmp_path / "gate"
+    client.create_training_job(**training_request(
+        "end-job", ["sh", "-c", f'while [ ! -e "{gate}" ]; do sleep 0.05; done'], tmp_path, count=1))
+    other = LocalSageMakerClient(tmp_path / "sm", python_bin_dir=BIN)
+    fd = other.job_end_fd("end-job")
+    try:
+        assert fd is not None
+        supervisor = json.loads((tmp_path / "sm" / "training-jobs" / "end-job" / "pids.json").read_text())["supervisor"]
+        assert alive(supervisor) and supervisor[1] == start_time(supervisor[0])
+        assert not _readable(fd, 0), "not readable while the job runs"
+        gate.touch()
+        assert _readable(fd, 120), "readable once the supervisor exited"
+        out = other.describe_training_job(TrainingJobName="end-job")
+        assert out["TrainingJobStatus"] == "Completed", out
+        assert other.job_end_fd("end-job") is None
+    finally:
+        gate.touch()
+        if fd is not None:
+            os.close(fd)

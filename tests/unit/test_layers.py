@@ -40,7 +40,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 #: ``mlrecipe.backends`` (``mlrecipe.backends.slurm``) or in ``mlrecipe_scripts`` (``mlrecipe_scripts.core``).
 LAYERS = {
     "mlrecipe": 0, "mlrecipe.errors": 0, "mlrecipe.credentials": 0, "mlrecipe.logtail": 0, "mlrecipe.metrics": 0,
-    "mlrecipe.states": 0, "mlrecipe.data": 0, "mlrecipe.ports": 0, "mlrecipe.runtime": 0,
+    "mlrecipe.states": 0, "mlrecipe.data": 0, "mlrecipe.ports": 0, "mlrecipe.process_identity": 0,
+    "mlrecipe.runtime": 0,
     "mlrecipe.spec": 1, "mlrecipe.helm": 1, "mlrecipe.config": 1, "mlrecipe.serve": 1, "mlrecipe.notebook": 1,
     "mlrecipe.integrations": 1, "mlrecipe.nccl_network": 1,
     "mlrecipe.backends.base": 2,

@@ -47,9 +47,10 @@ def test_a_step_waits_for_cpus_until_a_running_step_ends(tmp_path: Path) -> None
     first = step(tmp_path, "first", tmp_path / "first-done", 2, cpus)
     second = step(tmp_path, "second", tmp_path / "second-done", 2, cpus)
     try:
-        assert first.take_cpus()
+        assert first.take_devices() is None
         first.start()
-        assert not second.take_cpus()
+        wait = second.take_devices()
+        assert wait is not None and wait.busy == () and wait.ranks == 2
         assert second.poll() is None and not second.started
         assert "for CPUs: its 2 rank(s) and the 2 of the running steps" in second.progress_note()
         (tmp_path / "first-done").touch()

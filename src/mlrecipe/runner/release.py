@@ -42,7 +42,6 @@ from mlrecipe.runner.state import (
     ReleaseRecord,
     StepRecord,
     check_tree_has_no_links,
-    create_time,
     disk_full_error,
     load_record,
 )
@@ -152,8 +151,7 @@ class ReleaseRunner:
         record.inputs = redact(self.inputs, self.spec)  # credentials given with --set are not written
         record.order = [s.name for s in self.spec.steps]
         record.needs = {name: sorted(deps) for name, deps in self.spec.dependencies().items()}
-        record.driver_pid = os.getpid()
-        record.driver_created = create_time(record.driver_pid)
+        record.set_driver(os.getpid())
         record.state = StepState.RUNNING
         return record
 
@@ -222,7 +220,7 @@ class ReleaseRunner:
             elif rec.state is StepState.FAILED and (rec.ended or 0) >= since and "disk is full" not in rec.message:
                 rec.message = f"{rec.message}; the disk is full" if rec.message else "the disk is full"
         record.state = StepState.FAILED
-        record.driver_pid = None
+        record.set_driver(None)
         with contextlib.suppress(MlrecipeError, OSError):
             record.save()
 
@@ -408,7 +406,7 @@ class ReleaseRunner:
         if state is StepState.SUCCEEDED and servers:
             state = StepState.SERVING
         record.state = state
-        record.driver_pid = None
+        record.set_driver(None)
         record.save()
         address = self.context.address
         if state is StepState.SERVING:

@@ -20,6 +20,7 @@ from typing import Any
 
 from mlrecipe.config import mlrecipe_home, release_dir
 from mlrecipe.errors import CorruptStateError, DiskFullError, LinkedPathError, MlrecipeError
+from mlrecipe.process_identity import alive, identity, ticks_from_epoch
 from mlrecipe.states import StepState
 
 STATE_FILE = "state.json"
@@ -132,7 +133,8 @@ class ReleaseRecord:
     created: float = field(default_factory=time.time)
     updated: float = field(default_factory=time.time)
     driver_pid: int | None = None
-    driver_created: float | None = None
+    driver_started: int | None = None  #: with ``driver_pid`` the driver's identity (:mod:`mlrecipe.process_identity`)
+    driver_created: float | None = None  #: records of earlier versions: the driver's start in epoch seconds (psutil's)
     source: Path | None = field(default=None, init=False, repr=False, compare=False)  #: the file it was read from
 
     def __post_init__(self) -> None:
@@ -152,19 +154,32 @@ class ReleaseRecord:
         """The backend ``step`` ran on: its own, or the release's."""
         return step.backend or self.backend
 
+    def set_driver(self, pid: int | None) -> None:
+        """Record process ``pid`` (None: no process) as the one that drives this release, by its identity
+        ``[pid, start ticks]``."""
+        ident = identity(pid) if pid is not None else None
+        self.driver_pid = ident[0] if ident is not None else None
+        self.driver_started = ident[1] if ident is not None else None
+        self.driver_created = None
+
+    def driver(self) -> list[int] | None:
+        """The driver's identity ``[pid, start ticks]`` (from ``driver_created`` in a record of an earlier version;
+        a record with neither stands for whatever process has the pid now), None when no process drives it."""
+        if self.driver_pid is None:
+            return None
+        if self.driver_started is not None:
+            return [self.driver_pid, self.driver_started]
+        if self.driver_created is not None:
+            try:
+                return [self.driver_pid, ticks_from_epoch(self.driver_created)]
+            except (OSError, ValueError):
+                return None
+        return identity(self.driver_pid)
+
     def driver_alive(self) -> bool:
         """Whether the CLI process that drives this release is still alive (one that exited but that its parent has
         not reaped yet, a zombie, is not)."""
-        if self.driver_pid is None:
-            return False
-        import psutil
-
-        try:
-            p = psutil.Process(self.driver_pid)
-            same = self.driver_created is None or abs(p.create_time() - self.driver_created) < 0.01
-            return same and p.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
+        return alive(self.driver())
 
     def effective_state(self) -> StepState:
         """The state, with a running release whose driver died shown as ``interrupted``."""
@@ -214,16 +229,6 @@ class ReleaseRecord:
     def from_dict(cls, data: dict[str, Any]) -> ReleaseRecord:
         steps = {k: StepRecord(**v) for k, v in data.pop("steps", {}).items()}
         return cls(steps=steps, **data)
-
-
-def create_time(pid: int) -> float | None:
-    """When process ``pid`` started (tells a reused pid apart), or ``None`` when it is gone."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
 
 
 def corrupt_error(path: Path, reason: str) -> CorruptStateError:

@@ -7,15 +7,17 @@ process group in its own session, holds a pidfd of each (so a watcher learns at 
 with :func:`stop_nodes`. What is here exists once:
 
 - the namespace wrapper: :func:`unshare` (hosts, bind mounts, a Ray cluster's pid namespace);
-- the process identity: ``[pid, start ticks]`` (:func:`identity`, :func:`alive`), so a reused pid is never
+- the process identity: ``[pid, start ticks]`` (:func:`identity`, :func:`alive`; from
+  :mod:`mlrecipe.process_identity`, which the runner uses for the CLI's driver too), so a reused pid is never
   signalled;
 - the parent-death rule: :meth:`NodeSpec.parent_death_signal`;
 - the stop with a grace: :func:`stop_nodes`, from the node group that started the nodes or from their identities
-  alone (another process: ``uninstall``, ``resume``).
+  alone (another process: ``uninstall``, ``resume``);
+- the device grant: a group's GPUs and CPU slots (:class:`~.grant.DeviceGrant`), handed to its nodes as they start.
 
 The local backend runs a step's nodes as one group (``backends/local/running.py``), SageMaker's local mode a training
-job's hosts (``backends/sagemaker/local/supervisor.py``) and an endpoint's model server, a node that outlives its
-starter (``backends/sagemaker/local/hosting.py``).
+job's supervisor and an endpoint's model server, each a node that outlives its starter
+(``backends/sagemaker/local/training.py``, ``hosting.py``), and the job's hosts (``supervisor.py``).
 """
 
 from __future__ import annotations
@@ -35,41 +37,19 @@ from pathlib import Path
 from typing import BinaryIO
 
 from mlrecipe.backends.host.devices import Gpu
+from mlrecipe.backends.host.grant import DeviceGrant
 from mlrecipe.backends.host.mount_points import mount_argv
 from mlrecipe.errors import LinkedPathError
+from mlrecipe.process_identity import alive as alive
+from mlrecipe.process_identity import identity as identity
+from mlrecipe.process_identity import start_time as start_time
+from mlrecipe.process_identity import stat_fields as stat_fields
 from mlrecipe.runtime.step_runtime import NODE_TEMP_NAME_VAR, named_node_temp_dir
 
 HOST_SCRIPT = 'set -e; [ -z "$1" ] || hostname "$1"; shift; exec "$@"'
 KILL_CHILD = "--kill-child"  #: the option of :func:`unshare` ``pid=True`` that ends the namespace with unshare
 STOP_LOOK_SECONDS = 0.05  #: how often a stop looks whether the nodes' processes are gone
 KILLED_SECONDS = 5.0  #: how long processes sent SIGKILL get to be gone (a bound on waiting only)
-
-
-def stat_fields(pid: int | str) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (the state first), or None when the process is
-    gone or a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] == "Z" else fields
-
-
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot, or None when it is gone (a zombie counts as gone)."""
-    fields = stat_fields(pid)
-    return None if fields is None else int(fields[19])
-
-
-def identity(pid: int) -> list[int]:
-    """``[pid, start ticks]``: a process, not just a pid."""
-    return [pid, start_time(pid) or 0]
-
-
-def alive(ident: Sequence[int] | None) -> bool:
-    """True while the process ``[pid, start time]`` still runs."""
-    return ident is not None and len(ident) == 2 and start_time(ident[0]) == ident[1]
 
 
 def group_members(pgid: int) -> list[int]:
@@ -99,6 +79,19 @@ def exit_fd(pid: int) -> int | None:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):
         return None
+
+
+def node_exit_fd(ident: Sequence[int] | None) -> int | None:
+    """A pidfd of the node ``ident`` (started by any process: another CLI's job supervisor), readable once it
+    exits; None when it no longer runs, or where there are no pidfds. The caller closes it."""
+    if not alive(ident):
+        return None
+    assert ident is not None
+    fd = exit_fd(ident[0])
+    if fd is not None and not alive(ident):  # the pid was reused between the look and the open
+        os.close(fd)
+        return None
+    return fd
 
 
 def signal_group(ident: Sequence[int], signum: int) -> None:
@@ -239,32 +232,42 @@ class NodeSpec:
 
 @dataclass
 class NodeGroup:
-    """The nodes of one group, started together, watched through pidfds, stopped together; ``pass_fds`` go to
-    every node (the GPU lease, so that it lasts as long as they do)."""
+    """The nodes of one group, started together, watched through pidfds, stopped together. Their devices are
+    ``grant``'s (:class:`~.grant.DeviceGrant`, taken before :meth:`start`): its GPU lease goes to every node, so that
+    it lasts as long as they do, and this process lets go of its own hold once they started; :meth:`close` gives the
+    grant's CPU slots back."""
 
     specs: list[NodeSpec]
-    pass_fds: Sequence[int] = ()
+    grant: DeviceGrant | None = None
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _idents: list[list[int]] = field(default_factory=list)
     _exit_fds: dict[int, int] = field(default_factory=dict)
 
     def start(self) -> None:
         """Start every node, in order, each in its own session (a node that cannot start raises ``OSError`` or
-        :class:`LinkedPathError`; the nodes started before it are in :meth:`identities`)."""
-        for spec in self.specs:
-            spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-            death = spec.parent_death_signal()
-            with open_node_log(spec.log_path) as log:
-                p = subprocess.Popen(spec.command(), env=spec.env, cwd=spec.cwd, stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.STDOUT, pass_fds=tuple(self.pass_fds),
-                                     start_new_session=True,
-                                     preexec_fn=None if death is None else functools.partial(set_parent_death_signal,
-                                                                                             death))
-            self.processes.append(p)
-            self._idents.append(identity(p.pid))
-            fd = exit_fd(p.pid)
-            if fd is not None:
-                self._exit_fds[p.pid] = fd
+        :class:`LinkedPathError`; the nodes started before it are in :meth:`identities`). The grant is handed over
+        either way: the nodes that started hold its lease."""
+        pass_fds = tuple(self.grant.fds) if self.grant is not None else ()
+        try:
+            for spec in self.specs:
+                self._start_node(spec, pass_fds)
+        finally:
+            if self.grant is not None:
+                self.grant.handed_over()
+
+    def _start_node(self, spec: NodeSpec, pass_fds: tuple[int, ...]) -> None:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        death = spec.parent_death_signal()
+        with open_node_log(spec.log_path) as log:
+            p = subprocess.Popen(spec.command(), env=spec.env, cwd=spec.cwd, stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT, pass_fds=pass_fds, start_new_session=True,
+                                 preexec_fn=None if death is None else functools.partial(set_parent_death_signal,
+                                                                                         death))
+        self.processes.append(p)
+        self._idents.append(identity(p.pid))
+        fd = exit_fd(p.pid)
+        if fd is not None:
+            self._exit_fds[p.pid] = fd
 
     def identities(self) -> list[list[int]]:
         """Each started node's ``[pid, start ticks]``, in order."""
@@ -305,7 +308,9 @@ class NodeGroup:
         return gone
 
     def close(self) -> None:
-        """Let go of the pidfds."""
+        """Let go of the pidfds and of the grant (its CPU slots: the watcher is done with these nodes)."""
         for fd in self._exit_fds.values():
             os.close(fd)
         self._exit_fds.clear()
+        if self.grant is not None:
+            self.grant.give_back()

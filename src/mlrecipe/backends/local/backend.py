@@ -23,7 +23,7 @@ from pathlib import Path
 from mlrecipe.backends.base import Backend, ReleaseContext, issues_at_chart
 from mlrecipe.backends.host.cpus import CpuSlots
 from mlrecipe.backends.host.devices import Gpu, neuron_devices, visible_gpus
-from mlrecipe.backends.host.gpu_lease import busy_message, is_free
+from mlrecipe.backends.host.gpu_lease import is_free
 from mlrecipe.backends.host.images import ImageEnvironments, environment_problems, known_images
 from mlrecipe.backends.host.launches import launch_problems
 from mlrecipe.backends.host.request import HostPlacement, HostStepRequest
@@ -160,10 +160,10 @@ class LocalBackend(Backend[LocalPlan, LocalHandle, LocalOptions]):
             plan.write_program()
             if "MLRECIPE_HOSTFILE" in plan.nodes[0].env:
                 self._write_hostfile(plan)
-            busy = running.take_gpus()
-            if busy and self.options.gpu_busy == "refuse":
-                raise BackendError(f"{busy_message(busy)}; --backend-opt gpu_busy=wait waits for them")
-            if not busy and running.take_cpus():
+            wait = running.take_devices()
+            if wait is not None and wait.busy and self.options.gpu_busy == "refuse":
+                raise BackendError(f"{wait.holders()}; --backend-opt gpu_busy=wait waits for them")
+            if wait is None:
                 running.start()  # else it starts once its GPUs and CPUs are free (LocalRunningStep.poll)
         except (OSError, LinkedPathError) as exc:  # a volume that cannot be created, a runtime that cannot start
             running.cancel()

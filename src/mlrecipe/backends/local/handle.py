@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-import psutil
 from pydantic import BaseModel, Field, model_validator
 
 from mlrecipe.backends.base import StepHandle
 from mlrecipe.backends.host.nodes import identity
+from mlrecipe.process_identity import ticks_from_epoch
 
 
 class NodeProcess(BaseModel):
@@ -26,8 +25,7 @@ class NodeProcess(BaseModel):
     def _from_created(cls, data: Any) -> Any:
         """A record written before ``started``: its ``created`` (epoch seconds, psutil's) in clock ticks."""
         if isinstance(data, dict) and data.get("started") is None and isinstance(data.get("created"), int | float):
-            ticks = (float(data["created"]) - psutil.boot_time()) * os.sysconf("SC_CLK_TCK")
-            data = {**data, "started": round(ticks)}
+            data = {**data, "started": ticks_from_epoch(float(data["created"]))}
         return data
 
     def identity(self) -> list[int]:

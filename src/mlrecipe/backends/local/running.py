@@ -9,8 +9,7 @@ from pathlib import Path
 
 from mlrecipe.backends.base import RunningStep, StepOutcome, StepState
 from mlrecipe.backends.host.cpus import CpuSlots
-from mlrecipe.backends.host.devices import Gpu
-from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
+from mlrecipe.backends.host.grant import DeviceGrant, GrantWait
 from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec
 from mlrecipe.backends.host.serving import ReadinessWatcher
 from mlrecipe.backends.local import procs
@@ -24,16 +23,15 @@ from mlrecipe.runtime.step_runtime import HANG_STATUS, read_hang_reason
 class LocalRunningStep(RunningStep[LocalHandle]):
     """The node processes of one local step (a server's outlive the CLI until ``uninstall``).
 
-    They start once the step holds its GPUs (the machine-wide lease) and its CPUs (``cpus``, shared by the
-    steps of the release: :mod:`mlrecipe.backends.host.cpus`).
+    They start once the step holds its device grant (:mod:`mlrecipe.backends.host.grant`): its GPUs (the
+    machine-wide lease) and its CPUs (``cpus``, shared by the steps of the release).
     """
 
     def __init__(self, plan: LocalPlan, run_id: str, grace: float, lease_dir: Path,
                  cpus: CpuSlots | None = None) -> None:
         self.plan = plan
-        self.cpus = cpus if plan.ranks else None
-        gpus = plan.devices.lease
-        self.lease = GpuLease(lease_dir, gpus, plan.release, plan.step) if gpus else None
+        self.grant = DeviceGrant(lease_dir, plan.release, plan.step, gpus=tuple(plan.devices.lease),
+                                 cpus=cpus if plan.ranks else None, ranks=plan.ranks, cpu_holder=run_id)
         self.started = False
         self._waiting_since: float | None = None
         self._wait_note = ""
@@ -47,37 +45,23 @@ class LocalRunningStep(RunningStep[LocalHandle]):
             self.handle.server = ServerAddress(url=self.server.url, health=self.server.health_url)
             self.watcher = ReadinessWatcher(self.server.readiness)
 
-    def take_gpus(self) -> list[tuple[Gpu, Holder | None]]:
-        """Lease the step's GPUs: the busy ones and their holders (empty when held, or none needed)."""
-        if self.lease is None:
-            return []
-        busy = self.lease.acquire()
-        if busy:
+    def take_devices(self) -> GrantWait | None:
+        """Hold the step's GPUs and CPUs: None once held (or none needed), else what it waits for (the progress
+        note says it)."""
+        wait = self.grant.take()
+        if wait is not None:
             self._waiting_since = self._waiting_since or time.monotonic()
-            waited = time.monotonic() - self._waiting_since
-            self._wait_note = f"waiting {waited:.0f} s for its GPUs: {busy_message(busy)}"
-        return busy
-
-    def take_cpus(self) -> bool:
-        """Hold the step's CPUs; whether it holds them (else the progress note says why it waits)."""
-        if self.cpus is None or self.cpus.take(self.handle.run_id, self.plan.ranks):
-            return True
-        self._waiting_since = self._waiting_since or time.monotonic()
-        self._wait_note = self.cpus.waiting_note(self.plan.ranks, time.monotonic() - self._waiting_since)
-        return False
-
-    def _free_cpus(self) -> None:
-        if self.cpus is not None:
-            self.cpus.release(self.handle.run_id)
+            self._wait_note = wait.note(time.monotonic() - self._waiting_since)
+        return wait
 
     def start(self) -> None:
-        """Start every node (handing them the GPU lease, which the CLI then lets go of); a server's nodes outlive
-        the CLI (until uninstall), the others die with it."""
+        """Start every node (the group hands them the GPU lease, which the CLI then lets go of); a server's nodes
+        outlive the CLI (until uninstall), the others die with it."""
         base = dict(os.environ)
         self.group = NodeGroup([NodeSpec(argv=node.argv, env={**base, **node.env,
                                                               **procs.run_env(self.handle.run_id, node.rank)},
                                          log_path=node.log_path, outlives_starter=self.server is not None)
-                                for node in self.plan.nodes], pass_fds=self.lease.fds if self.lease is not None else ())
+                                for node in self.plan.nodes], grant=self.grant)
         try:
             self.group.start()
         finally:
@@ -85,8 +69,6 @@ class LocalRunningStep(RunningStep[LocalHandle]):
             self.handle.nodes = [NodeProcess(rank=node.rank, pid=pid, started=ticks) for node, (pid, ticks) in started]
         self.started = True
         self._wait_note = ""
-        if self.lease is not None:
-            self.lease.close()
         if self.watcher is not None:
             self.watcher.start_clock()
 
@@ -102,7 +84,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         if self._outcome is not None:
             return self._outcome
         if not self.started:
-            if self.take_gpus() or not self.take_cpus():
+            if self.take_devices() is not None:
                 return None
             try:
                 self.start()
@@ -131,8 +113,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
                                              f"(GET {self.server.health_url}; raise server.startup_probe to wait "
                                              "longer)")
         if self._outcome is not None:
-            self.group.close()
-            self._free_cpus()
+            self.group.close()  # and its grant: the step's CPUs are given back
         return self._outcome
 
     def progress_note(self) -> str:
@@ -149,9 +130,7 @@ class LocalRunningStep(RunningStep[LocalHandle]):
         return url
 
     def cancel(self) -> None:
-        self._free_cpus()
-        if self.lease is not None:
-            self.lease.close()
+        self.grant.give_back()
         procs.stop_run(self.handle, self.grace, reap=self.group.codes)
         self.group.close()
 

@@ -8,10 +8,11 @@ group of one node that outlives its starter, in its own session, in a private mo
 (``InService``), ``Failed`` with the reason if it cannot (or cannot start: its log a planted link, say).
 ``delete_endpoint`` stops the server.
 
-An endpoint on a GPU instance type (``ml.p*``, ``ml.g*``) gets one GPU of this machine, leased as the local
-backend's steps and the training jobs lease theirs (:mod:`mlrecipe.backends.host.gpu_lease`): the server holds the
-lease until it ends (deleted, or failed), so no other step is given that GPU meanwhile; when every GPU is held the
-endpoint is ``Failed`` with their holders. An endpoint on another instance type sees no GPU.
+An endpoint on a GPU instance type (``ml.p*``, ``ml.g*``) gets one GPU of this machine, granted as the local
+backend's steps and the training jobs get theirs (:mod:`mlrecipe.backends.host.grant`: any one free GPU, through the
+machine-wide lease): the server holds the lease until it ends (deleted, or failed), so no other step is given that
+GPU meanwhile; when every GPU is held the endpoint is ``Failed`` with their holders. An endpoint on another instance
+type sees no GPU.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlrecipe.backends.host.devices import Gpu, visible_gpus
-from mlrecipe.backends.host.gpu_lease import GpuLease, Holder, busy_message
+from mlrecipe.backends.host.devices import visible_gpus
+from mlrecipe.backends.host.grant import DeviceGrant
 from mlrecipe.backends.host.mount_points import mount_argv, user_namespaces_problem
 from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive, identity, stop_nodes, unshare
 from mlrecipe.backends.sagemaker.local.archive import ArchiveError, extract_model
@@ -119,18 +120,6 @@ class LocalHosting:
             raise _missing("endpoint configuration", EndpointConfigName, "DeleteEndpointConfig")
         return dict(OK)
 
-    def _lease_gpu(self, endpoint: str) -> tuple[GpuLease | None, list[tuple[Gpu, Holder | None]]]:
-        """One free GPU of this machine leased for ``endpoint`` (None and nothing busy when it has no GPU;
-        None and the holders when every GPU is held)."""
-        busy: list[tuple[Gpu, Holder | None]] = []
-        for gpu in visible_gpus():
-            lease = GpuLease(self.gpu_lease_dir, (gpu,), "sagemaker-local", endpoint)
-            held = lease.acquire()
-            if not held:
-                return lease, []
-            busy.extend(held)
-        return None, busy
-
     def _python(self) -> str:
         if self.python_bin_dir is not None:
             for name in ("python3", "python"):
@@ -166,13 +155,14 @@ class LocalHosting:
             (home / "model.tar.gz").unlink(missing_ok=True)
             self._endpoints.update(name, lambda r: _failed(r, reason))
             return {"EndpointArn": record.arn, **OK}
-        lease, busy = (self._lease_gpu(name) if GPU_INSTANCE.match(variant.get("InstanceType", ""))
-                       else (None, []))
-        if busy:
-            reason = f"InsufficientCapacity: every GPU of this machine is leased: {busy_message(busy)}"[:1024]
+        gpus = tuple(visible_gpus()) if GPU_INSTANCE.match(variant.get("InstanceType", "")) else ()
+        grant = DeviceGrant(self.gpu_lease_dir, "sagemaker-local", name, gpus=gpus, any_one_gpu=True)
+        wait = grant.take()
+        if wait is not None:
+            reason = f"InsufficientCapacity: every GPU of this machine is leased: {wait.holders()}"[:1024]
             self._endpoints.update(name, lambda r: _failed(r, reason))
             return {"EndpointArn": record.arn, **OK}
-        devices = ",".join(str(g.index) for g in lease.gpus) if lease is not None else ""
+        devices = ",".join(str(g.index) for g in grant.granted_gpus)
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": devices, **(container.get("Environment") or {})}
         if self.python_bin_dir is not None:
             env["PATH"] = f"{self.python_bin_dir}{os.pathsep}{env.get('PATH', '')}"
@@ -183,17 +173,13 @@ class LocalHosting:
         else:
             env["SM_MODEL_DIR"] = str(home / "model")
         group = NodeGroup([NodeSpec(argv=argv, env=env, log_path=home / "server.log", outlives_starter=True,
-                                    gpus=lease.gpus if lease is not None else ())],
-                          pass_fds=lease.fds if lease is not None else ())
+                                    gpus=grant.granted_gpus)], grant=grant)  # the server holds the lease until it ends
         try:
             group.start()
         except (OSError, LinkedPathError) as exc:
             reason = f"the model server cannot start: {exc}"[:1024]
             self._endpoints.update(name, lambda r: _failed(r, reason))
             return {"EndpointArn": record.arn, **OK}
-        finally:
-            if lease is not None:
-                lease.close()  # the server holds it now, until it ends
         [server] = group.identities()
         self._endpoints.update(name, lambda r: setattr(r, "server", server))
         self._servers.append(group)

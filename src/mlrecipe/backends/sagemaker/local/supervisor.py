@@ -7,9 +7,9 @@ host in its own namespaces, a pidfd each, so the end of a host is seen at once),
 else the exit status and the log's tail; the other hosts are stopped), Stopped on SIGTERM (StopTrainingJob) or past
 ``MaxRuntimeInSeconds``. Stopping sends SIGTERM to each host's processes and SIGKILL after the grace.
 
-Before the hosts start it takes the machine-wide GPU lease (:mod:`mlrecipe.backends.host.gpu_lease`) on the GPUs
-the job gives its hosts, waiting while another step holds one (the job's status message says for what); it hands
-the lease to the hosts, so it is dropped when the last of them and the supervisor have ended, however they end.
+Before the hosts start it takes their device grant (:mod:`mlrecipe.backends.host.grant`: the machine-wide GPU lease
+on the GPUs the job gives its hosts), waiting while another step holds one (the job's status message says for what);
+the node group hands the lease to the hosts, so it is dropped when the last of them has ended, however they end.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mlrecipe.backends.host.devices import Gpu
-from mlrecipe.backends.host.gpu_lease import GpuLease, busy_message
+from mlrecipe.backends.host.grant import DeviceGrant
 from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, identity
 from mlrecipe.backends.sagemaker.local.job import JobStatus, JobStore, TrainingJobRecord, fail, set_secondary
 from mlrecipe.backends.sagemaker.local.processes import remove_host_temps
@@ -42,7 +42,7 @@ class _Stop:
         self.requested = True
 
 
-def _start_hosts(local: dict[str, Any], lease_fds: list[int]) -> NodeGroup:
+def _start_hosts(local: dict[str, Any], grant: DeviceGrant) -> NodeGroup:
     """The job's hosts as one node group, started: each its own host (namespaces, hostname, ``/opt/ml``; for a job with
     file-system channels a root of its own, where its program makes their mount points (/fsx) without touching this
     machine's)."""
@@ -50,7 +50,7 @@ def _start_hosts(local: dict[str, Any], lease_fds: list[int]) -> NodeGroup:
                                 log_path=Path(host["log"]), cwd=Path(host["tree"]), hostname=host["name"],
                                 mounts=tuple((str(m[0]), str(m[1])) for m in host["mounts"]),
                                 fresh_root=host.get("fresh_root", True))
-                       for host in local["hosts"]], pass_fds=lease_fds)
+                       for host in local["hosts"]], grant=grant)
     group.start()
     return group
 
@@ -71,20 +71,21 @@ def _failure_reason(local: dict[str, Any], codes: list[int | None]) -> str:
     return "AlgorithmError: a host failed"
 
 
-def _lease(store: JobStore, name: str, local: dict[str, Any], stop: _Stop, deadline: float) -> GpuLease | None:
-    """The job's GPUs leased, waiting while another step holds one; None when stopped or past the deadline first."""
+def _grant(store: JobStore, name: str, local: dict[str, Any], stop: _Stop, deadline: float) -> DeviceGrant | None:
+    """The hosts' devices held (the job's GPUs leased), waiting while another step holds one; None when stopped or
+    past the deadline first."""
     gpus = tuple(Gpu(int(index), str(uuid), str(model), None) for index, uuid, model in local.get("gpus") or [])
-    lease = GpuLease(Path(local["lease_dir"]), gpus, "sagemaker-local", name)
+    grant = DeviceGrant(Path(local["lease_dir"]), "sagemaker-local", name, gpus=gpus)
     said = ""
-    while busy := lease.acquire():
+    while (wait := grant.take()) is not None:
         if stop.requested or time.monotonic() > deadline:
             return None
-        note = f"Waiting for GPUs: {busy_message(busy)}"
+        note = f"Waiting for GPUs: {wait.holders()}"
         if note.split(" (pid")[0] != said.split(" (pid")[0]:
             said = note
             store.update(name, functools.partial(set_secondary, secondary="Starting", message=note))
         time.sleep(LEASE_RETRY_SECONDS)
-    return lease
+    return grant
 
 
 def _pack(directory: Path, archive: Path) -> None:
@@ -110,8 +111,8 @@ def run(root: Path, name: str) -> int:
     local = record.local
     home = store.home(name)
     deadline = time.monotonic() + float(local["max_run"])
-    lease = _lease(store, name, local, stop, deadline) if local.get("gpus") else None
-    if local.get("gpus") and lease is None:
+    grant = _grant(store, name, local, stop, deadline)
+    if grant is None:
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED))
         return 0
 
@@ -126,9 +127,10 @@ def run(root: Path, name: str) -> int:
     if current.status is not JobStatus.IN_PROGRESS:  # stopped before it started
         store.update(name, lambda r: set_secondary(r, "Stopped", "Training job stopped", JobStatus.STOPPED))
         return 0
-    hosts = _start_hosts(local, lease.fds if lease is not None else [])
+    hosts = _start_hosts(local, grant)
     idents = hosts.identities()
-    write_json(home / "pids.json", {"supervisor": identity(os.getpid()), "hosts": idents})
+    with store.locked():  # not overwritten by the starter's record of the supervisor alone (training.py)
+        write_json(home / "pids.json", {"supervisor": identity(os.getpid()), "hosts": idents})
     ending = None
     while ending is None:
         codes = hosts.codes()

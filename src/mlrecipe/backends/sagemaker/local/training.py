@@ -1,9 +1,10 @@
 """Training jobs of local SageMaker mode: CreateTrainingJob, DescribeTrainingJob, StopTrainingJob, ListTrainingJobs.
 
 ``create_training_job`` validates the request with botocore's SageMaker service model (as the boto3 client would),
-builds each host's ``/opt/ml`` tree, stages the channels, and starts the job's detached supervisor
-(:mod:`.supervisor`), so the job outlives the calling process and any client on the same root can describe
-or stop it.
+builds each host's ``/opt/ml`` tree, stages the channels, and starts the job's supervisor (:mod:`.supervisor`) as a
+node of the host layer that outlives its starter (:mod:`mlrecipe.backends.host.nodes`: a group of one node in its own
+session, its log never written through a link), so the job outlives the calling process and any client on the same
+root can describe or stop it: they know the supervisor by its identity in ``pids.json`` (``[pid, start ticks]``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
+import signal
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from urllib.parse import unquote, urlparse
 
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
 from mlrecipe.backends.host.mount_points import user_namespaces_problem
-from mlrecipe.backends.host.nodes import alive, identity, kill_host
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive, kill_host, node_exit_fd, signal_group
 from mlrecipe.backends.sagemaker.local.channels import (
     S3ClientFactory,
     StagingError,
@@ -41,6 +42,7 @@ from mlrecipe.backends.sagemaker.local.processes import host_temp_env, remove_ho
 from mlrecipe.backends.sagemaker.local.store import arn, client_error, not_found, write_json
 from mlrecipe.backends.sagemaker.local.tree import OPT_ML, host_names, hosts_file, make_tree, sm_env
 from mlrecipe.backends.sagemaker.service_model import validate_request
+from mlrecipe.errors import LinkedPathError
 from mlrecipe.ports import free_port
 
 DEFAULT_MAX_RUN = 86400
@@ -173,21 +175,35 @@ class LocalTraining:
             self._jobs.update(name, lambda r: fail(r, reason))
             return {"TrainingJobArn": record.arn, **OK}
         home = self._jobs.home(name)
-        with open(home / "supervisor.log", "ab") as log:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "mlrecipe.backends.sagemaker.local.supervisor", str(self.root), name],
-                env=_scrubbed_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        write_json(home / "pids.json", {"supervisor": identity(child.pid), "hosts": []})
-        self._children.append(child)
+        supervisor = NodeGroup([NodeSpec(
+            argv=[sys.executable, "-m", "mlrecipe.backends.sagemaker.local.supervisor", str(self.root), name],
+            env=_scrubbed_env(), log_path=home / "supervisor.log", outlives_starter=True)])
+        try:
+            supervisor.start()
+        except (OSError, LinkedPathError) as exc:
+            reason = f"InternalServerError: the local job's supervisor cannot start: {exc}"[:1024]
+            self._jobs.update(name, lambda r: fail(r, reason))
+            return {"TrainingJobArn": record.arn, **OK}
+        [ident] = supervisor.identities()
+        with self._jobs.locked():  # the supervisor may have written it already, with its hosts
+            if not (home / "pids.json").exists():
+                write_json(home / "pids.json", {"supervisor": ident, "hosts": []})
+        self._supervisors.append(supervisor)
         return {"TrainingJobArn": record.arn, **OK}
 
     @property
-    def _children(self) -> list[subprocess.Popen]:
-        if not hasattr(self, "_spawned"):
-            self._spawned: list[subprocess.Popen] = []
-        self._spawned[:] = [c for c in self._spawned if c.poll() is None]
-        return self._spawned
+    def _supervisors(self) -> list[NodeGroup]:
+        """The supervisors this client started that still run (those that ended reaped, their pidfds closed)."""
+        if not hasattr(self, "_supervisor_groups"):
+            self._supervisor_groups: list[NodeGroup] = []
+        running = []
+        for group in self._supervisor_groups:
+            if group.alive():
+                running.append(group)
+            else:
+                group.close()
+        self._supervisor_groups[:] = running
+        return self._supervisor_groups
 
     def _pids(self, name: str) -> dict[str, Any]:
         try:
@@ -239,8 +255,8 @@ class LocalTraining:
             raise client_error("ValidationException", f"The request was rejected because the training job is in "
                                f"status {states[0].value}.", op)
         supervisor = self._pids(TrainingJobName).get("supervisor")
-        if supervisor and alive(supervisor):
-            os.kill(supervisor[0], 15)
+        if supervisor is not None and alive(supervisor):  # it stops the hosts and records Stopped
+            signal_group(supervisor, signal.SIGTERM)
         elif (record := self._jobs.read(TrainingJobName)) is not None:
             self._reconcile(TrainingJobName, record)
         return dict(OK)
@@ -285,17 +301,7 @@ class LocalTraining:
         """Local-only: a pidfd of the job's supervisor, readable once it has ended (the job's status is final
         then), so that a watcher learns of the end at once instead of at its next DescribeTrainingJob. The caller
         closes it. None when the job has no running supervisor, or this kernel has no pidfds."""
-        supervisor = self._pids(TrainingJobName).get("supervisor")
-        if not supervisor or not alive(supervisor):
-            return None
-        try:
-            fd = os.pidfd_open(supervisor[0])
-        except (AttributeError, OSError):
-            return None
-        if not alive(supervisor):  # the pid was reused between the look and the open
-            os.close(fd)
-            return None
-        return fd
+        return node_exit_fd(self._pids(TrainingJobName).get("supervisor"))
 
     def log_path(self, job_name: str, host_index: int) -> Path:
         """Local-only: the log file of host ``host_index`` (0 is ``algo-1``) of a training job."""
