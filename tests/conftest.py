@@ -11,6 +11,9 @@
   module's fixtures are made once), and ``tests/slurm`` in a process of its own (the tests without Ray beside the
   workers, ``-m ray`` after them): its files share one test cluster on fixed ports (xdist 3.8's ``loadgroup``
   cannot group them: it renames ``item._nodeid``, which pytest 9 no longer reads).
+- On the xdist workers the files of ``SLOWEST_FILES`` come first, then the other files that start processes, then
+  the rest; and xdist takes the files in that order (its default takes the files with most tests first, which left
+  the slowest, one-test files for last: one worker ran them for a minute or two while the other had nothing left).
 
 Test modules import helpers from plain modules (``tests/repo.py``, ``tests/golden.py``, a folder's helper module),
 never from another test module or a conftest.
@@ -33,6 +36,17 @@ SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", "os
 #: Skip reasons (substrings) that stay skips with CI=true.
 KEPT_SKIPS = ("needs an NVIDIA GPU", "are all installed here", "this interpreter has kfp")
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+#: The slowest test files of ``make test`` (their tests' durations added up, from its ``--durations`` list), slowest
+#: first: the xdist workers start with them, so the last files left are short ones and both workers end together.
+SLOWEST_FILES = (
+    "tests/integration/test_framework_examples.py", "tests/integration/test_local_backend.py",
+    "tests/integration/test_ray_local.py", "tests/frameworks/test_ray_train_multimodal.py",
+    "tests/frameworks/test_accelerate_pipeline.py", "tests/integration/test_megatron_example.py",
+    "tests/frameworks/test_ray_train_pipeline.py", "tests/serve/test_dead_engine_rayserve.py",
+    "tests/serve/test_rayserve_framework.py", "tests/serve/test_rayserve_local.py", "tests/serve/test_vllm_server.py",
+    "tests/serve/test_vllm_encoders.py", "tests/kubelet_runs/test_ray.py", "tests/kubelet_runs/test_plants.py",
+    "tests/frameworks/test_nemo2_scripts.py",
+)
 
 _spawned: list[str] = []  # what the current test (not marked integration) started
 _watching = False
@@ -57,6 +71,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if IN_CI:  # a module skipped for a missing environment is a collection error there: report it, run the rest
         config.option.continue_on_collection_errors = True
+    if getattr(config.option, "dist", "no") == "loadfile":  # the files in the workers' order (the slowest first)
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: the files of ``SLOWEST_FILES`` first (in its order), then the files with a test that
+    starts processes, then the others; each file's tests keep their order."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        integration = item.get_closest_marker("integration") is not None
+        if path in SLOWEST_FILES:
+            rank[path] = SLOWEST_FILES.index(path)
+        elif integration or path not in rank:
+            rank[path] = len(SLOWEST_FILES) + (0 if integration else 1)
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
 
 
 @pytest.hookimpl(hookwrapper=True)
