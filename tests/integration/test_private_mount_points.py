@@ -1,6 +1,7 @@
 """A pvc mount path this machine lacks is made in the node's own mount namespace, never on the machine's file
-systems (issue 41, R12): by the local backend, by SageMaker's local mode, and by the mount script itself for an
-ordinary user (a user namespace) and for a path below an existing directory."""
+systems (issue 41, R12): by the local backend, by SageMaker's local mode (a top-level path, and one below an existing
+directory, which its host's program binds with the mount script from the ``mlrecipe`` channel), and by the mount
+script itself for an ordinary user (a user namespace) and for a path below an existing directory."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mlrecipe.backends.host.mount_points import mount_argv
+from mlrecipe.backends.host.mount_points import MOUNT_SCRIPT_PATH, mount_argv
 from tests.integration.helpers import cli
 
 pytestmark = pytest.mark.integration
@@ -62,13 +63,48 @@ def test_local_and_local_mode_steps_leave_the_machine_root_alone(tmp_path: Path,
     assert not os.path.lexists(absent_top_level)
 
 
+BELOW_EXISTING = """
+release: r12-below
+steps:
+  - name: train
+    chart: training/pytorchjob-distributed
+    backend: sagemaker
+    values:
+      image: pytorch-training:2.5-cpu
+      resources: {{nnodes: 1}}
+      pvc: [{{name: pv-below, mount_path: {path}}}]
+      train:
+        command: ['cat {existing}/kept/note > {path}/seen.txt && ls {existing} > {path}/listed.txt']
+"""
+
+
+def test_a_local_mode_mount_point_below_an_existing_directory_is_made_in_the_host_only(
+        tmp_path: Path, mlhome: Path) -> None:
+    existing = tmp_path / "existing"  # stands for /mnt: a directory this machine has
+    (existing / "kept").mkdir(parents=True)
+    (existing / "kept" / "note").write_text("still here\n")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(textwrap.dedent(BELOW_EXISTING.format(path=existing / "made" / "data", existing=existing)))
+    result = cli(mlhome, "run", str(pipeline), "-B", "sagemaker.mode=local", "-B", "sagemaker.poll_seconds=0.3",
+                 timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    volume = mlhome / "volumes" / "pv-below"
+    assert (volume / "seen.txt").read_text() == "still here\n"  # the host's copy of the directory keeps its entries
+    assert (volume / "listed.txt").read_text() == "kept\nmade\n"  # and has the mount point, in the host only
+    assert sorted(p.name for p in existing.iterdir()) == ["kept"]  # this machine's directory gained nothing
+
+
+def _in_namespace(argv: list[str], cwd: Path, as_user: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``argv`` run in a private mount namespace (in a user namespace of its own when not run as root)."""
+    prefix = ["unshare", "--mount", "--propagation", "private"]
+    if as_user or os.geteuid() != 0:
+        prefix = [*(as_user or []), "unshare", "--map-root-user", "--mount", "--propagation", "private"]
+    return subprocess.run([*prefix, *argv], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
+
+
 def _run_in_namespace(mounts: list[tuple[str, str]], script: str, cwd: Path,
                       as_user: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    prefix = ["unshare", "--mount", "--propagation", "private"]
-    if as_user:
-        prefix = [*as_user, "unshare", "--map-root-user", "--mount", "--propagation", "private"]
-    return subprocess.run([*prefix, *mount_argv(mounts, ["sh", "-c", script])], cwd=cwd, capture_output=True,
-                          text=True, timeout=60, check=False)
+    return _in_namespace(mount_argv(mounts, ["sh", "-c", script]), cwd, as_user)
 
 
 def test_a_missing_path_below_an_existing_directory_is_made_in_a_copy(tmp_path: Path) -> None:
@@ -120,3 +156,14 @@ def test_a_missing_mount_point_below_a_link_fails_with_one_error_line(tmp_path: 
     assert done.stderr == (f"error: mount point {tmp_path}/link/fsx: {tmp_path}/link is a symbolic link; name the "
                            "path without links\n")
     assert list(real.iterdir()) == []
+
+
+def test_inside_mode_refuses_a_root_it_did_not_make(tmp_path: Path) -> None:
+    volume, existing = tmp_path / "volume", tmp_path / "existing"
+    volume.mkdir()
+    existing.mkdir()
+    done = _in_namespace(["sh", str(MOUNT_SCRIPT_PATH), "inside", str(volume), str(existing / "data"), "--", "echo",
+                          "started"], cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "error: mount points made 'inside' need a root of this script's own, and / is not one\n"
+    assert list(existing.iterdir()) == []

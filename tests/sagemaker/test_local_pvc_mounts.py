@@ -53,8 +53,9 @@ def test_aws_mode_mounts_no_local_volume(tmp_path: Path, mlhome: Path) -> None:
                  "-B", "sagemaker.s3_prefix=s3://bucket/p", "-B", "sagemaker.region=us-west-2", timeout=60)
     assert result.returncode == 0, result.stderr
     aws = result.stdout.split("backend sagemaker ====")[1]
-    assert "FileSystemDataSource" not in aws and "mount --bind" not in aws
+    assert "FileSystemDataSource" not in aws and "mount_points.sh" not in aws
     local = cli(mlhome, "run", str(pipeline), "--dry-run", "-B", "sagemaker.mode=local", timeout=60)
     sagemaker_local = local.stdout.split("backend sagemaker ====")[1]
     assert "FileSystemDataSource" in sagemaker_local
-    assert "mount --bind /opt/ml/input/data/pv-fsx /fsx" in sagemaker_local
+    assert "sh /opt/ml/input/data/mlrecipe/mount_points.sh inside /opt/ml/input/data/pv-fsx /fsx --" in sagemaker_local
+    assert "mount_points.sh" not in aws  # the container's own root: a link, and no mount script shipped

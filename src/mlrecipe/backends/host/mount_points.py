@@ -6,8 +6,11 @@ each (source, target) pair. A target that exists is bound over directly. When on
 holding every entry of ``/`` (directories bound recursively, files bound, links copied), made the root with
 ``pivot_root``. A missing target is then created in that tmpfs; one below an existing directory of the machine
 (``/opt/ml`` under ``/opt``) first gets that directory replaced, in the namespace only, by a tmpfs copy of its
-entries. Nothing is written outside the namespace's tmpfs copies. Standard library only: the SageMaker local-mode
-supervisor imports it.
+entries. Nothing is written outside the namespace's tmpfs copies. Run with ``inside`` in place of ``root`` by a
+program already in such a root (a SageMaker local-mode host's step program, which gets the script in its ``mlrecipe``
+channel and binds its file-system channels at the pvcs' mount paths), it makes the missing targets the same way in
+that root, and the mounts stay in the caller's namespace; a root it did not make is refused. Standard library only:
+the SageMaker local-mode supervisor imports it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 # mlrecipe: run PROGRAM with each SOURCE bound at TARGET, in the private mount namespace it is started in
 # (missing mount points are made in that namespace only; see mount_points.py).
 # Usage: sh mount_points.sh FRESH SOURCE TARGET [SOURCE TARGET ...] -- PROGRAM [ARG ...]
-#   FRESH: 'root' gives PROGRAM a root of its own (a tmpfs copy of /) even when every target exists, else ''.
+#   FRESH: 'root' gives PROGRAM a root of its own (a tmpfs copy of /) even when every target exists, else '';
+#   'inside': already in a root of its own that this script made (a SageMaker local-mode host's step program binds
+#   its pvcs), the missing targets are made in it and the mounts stay in the caller's namespace (PROGRAM optional).
 set -e
 fresh=$1; shift
 here=$PWD
@@ -51,8 +53,24 @@ $p
     p=$q
   done
 }
+own_root() { r=; while read -r _ _ _ _ point rest; do [ "$point" != / ] || r=$rest; done < /proc/self/mountinfo
+  case $r in *" - tmpfs mlrecipe-root "*) ;; *) return 1 ;; esac; }
 missing() { while [ "$1" != -- ]; do [ -e "$2" ] || return 0; shift 2; done; return 1; }
 first_dir() { while [ "$1" != -- ]; do if [ -d "$1" ]; then root=$1; return; fi; shift 2; done; }
+if [ "$fresh" = inside ]; then
+  own_root || fail "mount points made 'inside' need a root of this script's own, and / is not one"
+  root=; made="$made
+"
+  mkdir -p /.mlrecipe-stage
+  while [ "$1" != -- ]; do
+    if [ -d "$1" ]; then make "$2" d; else make "$2" f; fi
+    m --bind "$1" "$2"
+    shift 2
+  done
+  shift; rmdir /.mlrecipe-stage
+  [ $# -eq 0 ] || exec "$@"
+  exit 0
+fi
 if [ "$fresh" != root ] && ! missing "$@"; then
   while [ "$1" != -- ]; do m --bind "$1" "$2"; shift 2; done
   shift; exec "$@"

@@ -10,8 +10,9 @@ from typing import Any, ClassVar
 import yaml
 
 from mlrecipe.backends.base import Plan
+from mlrecipe.backends.host.mount_points import MOUNT_SCRIPT_PATH
 from mlrecipe.backends.sagemaker.api import CreateTrainingJob
-from mlrecipe.backends.sagemaker.request import PROGRAM_FILE, RUNTIME_FILE
+from mlrecipe.backends.sagemaker.request import MOUNT_SCRIPT_FILE, PROGRAM_FILE, RUNTIME_FILE
 from mlrecipe.credentials import redact_env
 from mlrecipe.runtime import RUNTIME_PATH
 
@@ -31,6 +32,7 @@ class TrainingJobPlan(Plan):
     step_dir: Path
     notes: list[str] = field(default_factory=list)
     local_file_systems: dict[str, str] = field(default_factory=dict)  #: mode local: file system id -> directory
+    mount_script: bool = False  #: mode local: the channel carries the mount script (its pvcs' bind mounts)
 
     @property
     def program_uri(self) -> str:
@@ -52,12 +54,16 @@ class TrainingJobPlan(Plan):
         doc = yaml.safe_dump(self.shown_request(), sort_keys=False, default_flow_style=False, width=120)
         lines = [f"# step {self.step} ({self.chart}): sagemaker create_training_job"]
         lines += [f"# {note}" for note in self.notes if note.startswith("warning: ")]
-        lines += ["---", doc.rstrip("\n"),
-                 f"# ==> {self.program_uri}{PROGRAM_FILE} (step program; with {RUNTIME_FILE}, mlrecipe's step runtime)"]
+        shipped = f"{RUNTIME_FILE}, mlrecipe's step runtime" + (
+            f", and {MOUNT_SCRIPT_FILE}, its mount script" if self.mount_script else "")
+        lines += ["---", doc.rstrip("\n"), f"# ==> {self.program_uri}{PROGRAM_FILE} (step program; with {shipped})"]
         lines += [f"# {line}" for line in json.dumps(self.program, indent=2, sort_keys=True).splitlines()]
         return "\n".join(lines) + "\n"
 
     def files(self) -> dict[str, bytes]:
         """The ``mlrecipe`` channel's files by name."""
-        return {PROGRAM_FILE: json.dumps(self.program, indent=2, sort_keys=True).encode(),
-                RUNTIME_FILE: RUNTIME_PATH.read_bytes()}
+        files = {PROGRAM_FILE: json.dumps(self.program, indent=2, sort_keys=True).encode(),
+                 RUNTIME_FILE: RUNTIME_PATH.read_bytes()}
+        if self.mount_script:
+            files[MOUNT_SCRIPT_FILE] = MOUNT_SCRIPT_PATH.read_bytes()
+        return files

@@ -22,6 +22,7 @@ from typing import Any
 
 from mlrecipe.backends.base import ReleaseContext
 from mlrecipe.backends.host.contract import contract_env, step_program
+from mlrecipe.backends.host.mount_points import MOUNT_SCRIPT_PATH
 from mlrecipe.backends.sagemaker import names, parts
 from mlrecipe.backends.sagemaker.api import Channel, CreateTrainingJob, FileSystemChannel, S3Channel
 from mlrecipe.backends.sagemaker.options import FileSystem, SageMakerOptions
@@ -32,6 +33,9 @@ PROGRAM_CHANNEL = "mlrecipe"
 CHANNEL_ROOT = "/opt/ml/input/data"
 PROGRAM_FILE = "step.json"
 RUNTIME_FILE = "step_runtime.py"
+#: Mode local: the mount script (:mod:`mlrecipe.backends.host.mount_points`), shipped in the ``mlrecipe`` channel,
+#: with which a host's program binds its file-system channels at the pvcs' mount paths.
+MOUNT_SCRIPT_FILE = MOUNT_SCRIPT_PATH.name
 ENTRYPOINT = ["python3", f"{CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{RUNTIME_FILE}",
               f"{CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{PROGRAM_FILE}"]
 #: Variables of the earlier steps' outputs that mean nothing inside a SageMaker container.
@@ -53,6 +57,7 @@ class TrainingRequest:
     notes: list[str] = field(default_factory=list)
     secrets: list[tuple[str, str]] = field(default_factory=list)  #: (variable, recipe field) refused
     local_file_systems: dict[str, str] = field(default_factory=dict)  #: mode local: file system id -> directory
+    mount_script: bool = False  #: mode local: the ``mlrecipe`` channel carries :data:`MOUNT_SCRIPT_FILE`
     digest: str = ""  #: set once the request is complete (:func:`build_request`)
 
     @property
@@ -149,7 +154,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     channels: list[Channel] = []
     origins["InputDataConfig"] = ("recipe", "sagemaker.inputs")
     origins["InputDataConfig[0]"] = ("option", "s3_prefix")
-    links: list[str] = []
+    links: list[tuple[str, str]] = []  # (channel directory, pvc mount path)
     local = options.mode == "local"
     local_file_systems: dict[str, str] = {}
     for pvc_index, pvc in enumerate(recipe.pvc):
@@ -166,9 +171,10 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
         origins[f"InputDataConfig[{len(channels) + 1}]"] = ("option", f"file_systems.{pvc.name}")
         origins[f"InputDataConfig[{len(channels) + 1}].ChannelName"] = ("recipe", f"pvc[{pvc_index}].name")
         channels.append(FileSystemChannel(pvc.name, fs.id, fs.access_mode, fs.type, fs.directory_path))
-        links.append(_link(f"{CHANNEL_ROOT}/{pvc.name}", pvc.mount_path, local))
+        links.append((f"{CHANNEL_ROOT}/{pvc.name}", pvc.mount_path))
     if links:
-        program["inline_script"] = [";\n".join(links), *program["inline_script"]]
+        program["inline_script"] = [_bind_line(links) if local else ";\n".join(_link(*pair) for pair in links),
+                                    *program["inline_script"]]
         notes.append("file-system channels are " + ("bind-mounted" if local else "linked")
                      + " at the recipes' pvc mount paths before the step runs")
     for i, item in enumerate(recipe.sagemaker.inputs if recipe.sagemaker else []):
@@ -192,7 +198,7 @@ def build_request(step: StepSpec, ctx: ReleaseContext, options: SageMakerOptions
     if vpc is not None:
         origins["VpcConfig.Subnets"] = ("option", "subnets")
         origins["VpcConfig.SecurityGroupIds"] = ("option", "security_groups")
-    tr = TrainingRequest(job, program, origins, notes, secrets, local_file_systems)
+    tr = TrainingRequest(job, program, origins, notes, secrets, local_file_systems, mount_script=local and bool(links))
     tr.digest = digest = tr.content_digest()  # before the program's URI, which holds it, is filled in
     prefix = names.job_prefix(ctx.namespace, ctx.release, step.name, digest)
     program_channel = S3Channel(PROGRAM_CHANNEL, program_uri(options, ctx, step.name, digest))
@@ -211,15 +217,21 @@ def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
 
 
-def _link(channel: str, mount_path: str, local: bool) -> str:
-    """The shell line that shows a file-system channel at a pvc's mount path: a link in a SageMaker container
-    (its own root file system); a bind mount in local mode, whose hosts share this machine's file system but
-    each has its own mount namespace."""
-    if local:
-        return f"mkdir -p {shlex.quote(mount_path)} && mount --bind {shlex.quote(channel)} {shlex.quote(mount_path)}"
+def _link(channel: str, mount_path: str) -> str:
+    """The shell line that shows a file-system channel at a pvc's mount path in a SageMaker container: a link (the
+    container's root file system is its own)."""
     parent = _parent(mount_path)
     mkdir = f"mkdir -p {shlex.quote(parent)} && " if parent != "/" else ""
     return f"{mkdir}ln -sfn {shlex.quote(channel)} {shlex.quote(mount_path)}"
+
+
+def _bind_line(links: list[tuple[str, str]]) -> str:
+    """Mode local: the shell line that binds each file-system channel at its pvc's mount path with the mount script
+    from the ``mlrecipe`` channel. A local host's root is its own (a tmpfs whose entries are this machine's
+    directories), so a missing mount point is made there only, one below an existing directory (``/mnt/data``) in a
+    copy of that directory; the step stops when one cannot be made."""
+    pairs = " ".join(shlex.quote(p) for pair in links for p in pair)
+    return f"sh {CHANNEL_ROOT}/{PROGRAM_CHANNEL}/{MOUNT_SCRIPT_FILE} inside {pairs} -- || exit $?"
 
 
 def local_file_system(pvc: str) -> FileSystem:

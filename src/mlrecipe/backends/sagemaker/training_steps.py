@@ -44,7 +44,8 @@ class TrainingSteps:
         plan = TrainingJobPlan(
             step=step.name, chart=step.chart.name, request=request.job, program=request.program,
             job_prefix=request.job.training_job_name.rpartition("-")[0], digest=request.digest,
-            step_dir=ctx.step_dir(step.name), notes=request.notes, local_file_systems=request.local_file_systems)
+            step_dir=ctx.step_dir(step.name), notes=request.notes, local_file_systems=request.local_file_systems,
+            mount_script=request.mount_script)
         return plan, option_issues + self._request_issues(step, request, {i.path for i in option_issues})
 
     def _request_issues(self, step: StepSpec, request: TrainingRequest, said: set[str]) -> list[SpecIssue]:
