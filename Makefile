@@ -61,6 +61,10 @@ $(STAMP): pyproject.toml
 	# The pinned CPU wheel first: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==$(TORCH_VERSION) numpy
 	$(BIN)/pip install -q -e '.[ml,frameworks,kubernetes,notebook,dev,sagemaker,megatron]'
+	# jupyter-events (notebook extra) pulls rfc3987-syntax, jsonschema's optional "iri" format check: it builds a Lark
+	# grammar on every `import jsonschema`, hence every `import ray`, about 2 s of CPU in each Ray process (a Ray
+	# Train test 162 s -> 82 s here; raylets timed out waiting for their agents under load). Nothing checks "iri".
+	$(BIN)/pip uninstall -y -q rfc3987-syntax
 	touch $@
 
 venv: $(STAMP)
