@@ -2,23 +2,32 @@
 the harness, as one release would run them: every step rendered with ``mlrecipe template`` from the pipeline's own
 recipe files (the p4d / one-GPU overlays included) plus a sizes overlay laid last, then run with the ``pv-fsx`` and
 ``pv-efs`` claims shared by all steps, and what each step wrote checked: the tiny model, the fine-tune checkpoints
-and their falling loss, the merged Hugging Face model, the evaluation's metrics. ``examples/eks/training``
-(``pipeline.yaml``) runs the same way: Megatron tokenization and pretraining, then an accelerate fine-tune.
+and their falling loss, the merged Hugging Face model, the evaluation's metrics (accelerate, Lightning, Ray Train).
+The megatron example runs all seven steps: tokenizer, data, pretrain, evaluate and export as above, then its serve
+(a RayService: Ray Serve and vLLM) and client steps in one harness run, rendered by ``mlrecipe run --dry-run`` (the
+client's ``MLRECIPE_SERVE_URL`` is what the pipeline gives it). ``examples/eks/training`` (``pipeline.yaml``) runs
+the same way: Megatron tokenization and pretraining, then an accelerate fine-tune.
 
 The sizes overlay (:func:`fine_tune_sizes`) makes 2 nodes x 1 process, asks 1 CPU, and cuts the step counts; the
 harness drops the GPU/EFA requests (and says so). The model step runs as rendered: its script is the chart's
 (``framework: transformers``, ``/etc/framework-scripts/make_tiny_model.py`` from the framework-scripts ConfigMap).
-One stand-in, said here and in docs/verified.md:
+Stand-ins, said here and in docs/verified.md:
 
 - the accelerate p4d overlay writes an accelerate config with ``distributed_type: FSDP``, which accelerate refuses
   without a CUDA/XPU/... device (``FullyShardedDataParallelPlugin``: "no available devices found"); the overlay keeps
-  its pre_script line for line but for ``MULTI_GPU`` (DDP, gloo on CPU, as the CPU recipe ``fine-tune.yaml`` runs).
+  its pre_script line for line but for ``MULTI_GPU`` (DDP, gloo on CPU, as the CPU recipe ``fine-tune.yaml`` runs);
+- the ray_train overlays' runtime env pip lists (torch 2.10.0 with its CUDA wheels, GBs, from PyPI) are emptied: the
+  Ray image's environment here has torch, transformers, peft, datasets and vLLM's CPU build;
+- megatron: the Hub and the Pile mirror are servers on 127.0.0.1, the model and run sizes are cut
+  (:data:`PRETRAIN_SIZES`), and the serve step gets the CPU model's ``max_model_len`` (64 for 2048) and vLLM's CPU
+  build a 1 GiB KV cache (:data:`SERVE_ON_CPU`).
 
-Not named ``test_*.py``: about 2 minutes per example, beyond ``make test``'s budget."""
+Not named ``test_*.py``: 2-10 minutes per example, beyond ``make test``'s budget."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -37,6 +46,7 @@ FRAMEWORKS = EXAMPLES / "frameworks"
 #: Step counts cut for a CPU: (flag, value) replacing the recipe's own.
 ACCELERATE_STEPS = {"--max_steps": "30", "--eval_steps": "10", "--logging_steps": "5", "--max_eval_samples": "8"}
 LIGHTNING_STEPS = {"--max_steps": "30", "--val_check_interval": "10", "--log_every_n_steps": "5"}
+RAY_TRAIN_STEPS = {"--max_steps": "20", "--eval_steps": "10", "--logging_steps": "2", "--max_eval_samples": "8"}
 
 
 @dataclass(frozen=True)
@@ -135,11 +145,18 @@ def run_step(release: Release, step: Step, overlay: dict | None) -> str:
     assert rendered.returncode == 0, rendered.stderr
     stream = release.root / f"{step.name}.yaml"
     stream.write_text(rendered.stdout)
+    return run_stream(release, stream, step.name)
+
+
+def run_stream(release: Release, stream: Path, logs: str, timeout: int = 600) -> str:
+    """The harness over ``stream`` with the release's claims, logs under ``logs/<logs>``; its output (fails the test
+    when a workload fails)."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.kubelet", str(stream), "--logs", str(release.root / "logs" / step.name),
-         "--timeout", "600", "--pvc", f"pv-fsx={release.fsx}", "--pvc", f"pv-efs={release.efs}"],
-        cwd=REPO, capture_output=True, text=True, timeout=700)
-    assert done.returncode == 0, f"step {step.name}:\n{done.stdout}{done.stderr}"
+        [sys.executable, "-m", "tests.kubelet", str(stream), "--logs", str(release.root / "logs" / logs),
+         "--timeout", str(timeout), "--namespace", release.namespace, "--pvc", f"pv-fsx={release.fsx}",
+         "--pvc", f"pv-efs={release.efs}"],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout + 100)
+    assert done.returncode == 0, f"{stream.name}:\n{done.stdout}{done.stderr}"
     return done.stdout
 
 
@@ -233,6 +250,51 @@ def test_lightning_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
     _assert_evaluated(json.loads(ckpt.with_name(ckpt.name.removesuffix(".ckpt") + ".evaluation.json").read_text()))
 
 
+def without_runtime_env_pip(step: Step) -> dict:
+    """The overlay emptying a ray_train EKS step's runtime env: its pip list (torch 2.10.0 with its CUDA wheels,
+    GBs, and the reference's libraries from PyPI) is not installed; the Ray image's environment here has them."""
+    ray = yaml.safe_load(step.recipes[-1].read_text())["ray"]
+    assert "pip:" in ray["runtime_env_yaml"]["runtimeEnvYAML"], ray
+    return {"ray": {"runtime_env_yaml": {"runtimeEnvYAML": ""}}}
+
+
+def test_ray_train_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
+    """``ray_train``'s EKS pipeline: model (Job, as rendered), fine-tune (RayJob: KubeRay's head and the p4d overlay's
+    2 worker pods, Ray Train's 2 workers over gloo, one per worker pod; step counts cut), convert and evaluate
+    (RayJobs whose drivers run on the head: the merged model, then vLLM's CPU build generating for the test split).
+    Stand-in: each RayJob's runtime env pip list emptied (:func:`without_runtime_env_pip`)."""
+    release, steps = _release(tmp_path, FRAMEWORKS / "ray_train" / "pipeline-eks.yaml")
+    model_step_as_rendered(steps["model"])
+    out = run_step(release, steps["model"], None)
+    _assert_tiny_model(release, out)
+
+    fine_tune = steps["fine-tune"]
+    sizes = {**fine_tune_sizes(fine_tune, RAY_TRAIN_STEPS), **without_runtime_env_pip(fine_tune)}
+    out = run_step(release, fine_tune, sizes)
+    assert "nvidia.com/gpu requests of 8 rewritten to none" in out and "ok: RayJob/" in out, out
+    losses = _metric(release, "loss")
+    assert len(losses) >= 5 and losses[-1] < losses[0] - 0.3, losses
+    submitter = next((release.root / "logs" / "fine-tune").glob("*/ray-job-submitter.log")).read_text()
+    assert "2 CPU worker(s), 1 CPU each, backend gloo" in submitter, submitter[-3000:]
+    results = release.home() / "results" / "tiny-qwen3"
+    checkpoints = sorted(p for p in results.glob("checkpoint_*") if p.is_dir())
+    assert checkpoints and checkpoints[-1].name in ("checkpoint_000010", "checkpoint_000020"), sorted(results.iterdir())
+    newest = checkpoints[-1]
+    assert (newest / "checkpoint" / "adapter_config.json").is_file()  # a LoRA adapter, saved on the best eval loss
+    assert list((release.home() / "logs").glob("*/fine-tune.log")), "the driver's log, teed on EFS"
+
+    out = run_step(release, steps["convert"], without_runtime_env_pip(steps["convert"]))
+    assert "nvidia.com/gpu requests of 1 rewritten to none" in out and "ok: RayJob/" in out, out
+    _assert_merged(release, newest / "checkpoint.hf_model")
+
+    out = run_step(release, steps["evaluate"], without_runtime_env_pip(steps["evaluate"]))
+    assert "ok: RayJob/" in out, out
+    (found,) = newest.rglob("evaluation.json")
+    evaluation = json.loads(found.read_text())
+    _assert_evaluated(evaluation)
+    assert evaluation["generator"] == "vllm", evaluation
+
+
 MEGATRON = FRAMEWORKS / "megatron"
 #: The pretrain step's model and run cut for a CPU (``--option value`` replacing the p4de overlay's own).
 PRETRAIN_SIZES = {"--num-layers": "2", "--hidden-size": "96", "--num-attention-heads": "3", "--seq-length": "64",
@@ -242,6 +304,9 @@ PRETRAIN_SIZES = {"--num-layers": "2", "--hidden-size": "96", "--num-attention-h
                   # the plain-torch GPT on CPU refuses megatron-core's parallelism and dropout
                   "--tensor-model-parallel-size": "1", "--hidden-dropout": "0.0", "--attention-dropout": "0.0"}
 MEGATRON_CORE_ONLY = ("--use-distributed-optimizer",)
+#: The serve step's Ray pods get the 1 GiB KV cache ``python -m mlrecipe.serve`` gives vLLM's CPU build: without
+#: ``VLLM_CPU_KVCACHE_SPACE`` that build takes ``gpu_memory_utilization`` (0.9) of this machine's memory for it.
+SERVE_ON_CPU = ["serve.ray.env[0].name=VLLM_CPU_KVCACHE_SPACE", "serve.ray.env[0].value=1"]
 
 
 def with_options(args: list[str], options: dict[str, str]) -> list[str]:
@@ -258,13 +323,34 @@ def with_options(args: list[str], options: dict[str, str]) -> list[str]:
     return out
 
 
-def test_megatron_eks_pipeline_tokenizer_data_pretrain_export(tmp_path: Path) -> None:
-    """The example's tokenizer (Job: hf-snapshot, from a Hub stand-in on 127.0.0.1 serving the test corpus's
-    tokenizer, without its ``pip3 install --upgrade huggingface-hub`` line: the environment has it and nothing is
-    fetched from PyPI), data (MPIJob, 2 x 1, the Pile shards from a mirror on 127.0.0.1), pretrain (PyTorchJob 2 x 1
-    on CPU: the plain-torch GPT of the same script, without the overlay's tensor parallelism, distributed optimizer
-    and dropout, which only megatron-core's path takes) and export steps. The serve step is a RayService, a kind the
-    harness does not cover."""
+def pipeline_stream(release: Release, pipeline: Path, names: tuple[str, ...], sets: list[str]) -> Path:
+    """The manifests ``mlrecipe run PIPELINE --dry-run -b kubernetes --set STEP.key=value ...`` prints for the steps
+    ``names`` (each step's part begins with its ``# step NAME (CHART)`` line), in their order, as one stream file:
+    what the pipeline itself gives a later step (``MLRECIPE_SERVE_URL`` of a serving step) is in it."""
+    argv = [str(BIN / "mlrecipe"), "run", str(pipeline), "--dry-run", "-b", "kubernetes"]
+    argv += [word for expression in sets for word in ("--set", expression)]
+    out = subprocess.run(argv, env=cli_env(release.root / "mlhome"), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    parts = [p for p in re.split(r"(?m)^(?=# step )", out.stdout) if p.startswith("# step ")]
+    chosen = [p for p in parts if p.split()[2] in names]
+    assert [p.split()[2] for p in chosen] == list(names), [p.split()[2] for p in parts]
+    stream = release.root / f"{'-'.join(names)}.yaml"
+    stream.write_text("---\n".join(chosen))
+    return stream
+
+
+def test_megatron_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
+    """Every step of the example: tokenizer (Job: hf-snapshot, from a Hub stand-in on 127.0.0.1 serving the test
+    corpus's tokenizer, without its ``pip3 install --upgrade huggingface-hub`` line: the environment has it and
+    nothing is fetched from PyPI), data (MPIJob, 2 x 1, the Pile shards from a mirror on 127.0.0.1), pretrain
+    (PyTorchJob 2 x 1 on CPU: the plain-torch GPT of the same script, without the overlay's tensor parallelism,
+    distributed optimizer and dropout, which only megatron-core's path takes), evaluate (PyTorchJob as rendered:
+    held-out perplexity below half an untrained model's), export (PyTorchJob as rendered), then serve and client in
+    one harness run, as the pipeline renders them (``mlrecipe run --dry-run``: the client's ``MLRECIPE_SERVE_URL``
+    is the RayService's serve Service): the RayService (KubeRay head and worker, Ray Serve's ``openai_api``
+    application over vLLM's CPU build, float32) becomes Ready, then the client's greedy completions through it
+    equal transformers' generate of the export token for token. The serve step's ``engine.config.max_model_len``
+    (2048, the GPT 5B's sequence) is cut to the CPU model's 64 (``--set``): vLLM refuses a longer one."""
     pytest.importorskip("zstandard")
     pytest.importorskip("tokenizers")
     from tests.frameworks.megatron_data import ShardServer, make_corpus
@@ -306,10 +392,34 @@ def test_megatron_eks_pipeline_tokenizer_data_pretrain_export(tmp_path: Path) ->
     assert sorted(p.name for p in (results / "checkpoints").iterdir() if p.is_dir())[-1].endswith("30"), \
         sorted((results / "checkpoints").iterdir())
 
+    out = run_step(release, steps["evaluate"], None)
+    assert "nvidia.com/gpu requests of 1 rewritten to none" in out and "ok: PyTorchJob/" in out
+    evaluation = json.loads((results / "evaluation.json").read_text())
+    assert evaluation["iteration"] == 30 and evaluation["split"] == "test" and evaluation["device"] == "cpu"
+    assert evaluation["perplexity"] < 0.5 * evaluation["untrained_perplexity"], evaluation
+    assert _metric(release, "test_ppl") == [pytest.approx(evaluation["perplexity"])]
+
     run_step(release, steps["export"], None)
     config = json.loads((results / "hf" / "config.json").read_text())
-    assert config["n_layer"] == 2 and config["n_embd"] == 96, config
+    assert config["n_layer"] == 2 and config["n_embd"] == 96 and config["n_head"] == 3, config
     assert (results / "hf" / "model.safetensors").is_file()
+
+    stream = pipeline_stream(release, MEGATRON / "pipeline-eks.yaml", ("serve", "client"),
+                             [*SERVE_ON_CPU, f"serve.engine.config.max_model_len={config['n_positions']}"])
+    client = next(o for o in yaml.safe_load_all(stream.read_text()) if o and o["kind"] == "PyTorchJob")
+    env = client["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "MLRECIPE_SERVE_URL",
+            "value": f"http://{name}-serve-serve-svc.{namespace}.svc.cluster.local:8000"} in env, env
+    out = run_stream(release, stream, "serve-client", timeout=900)
+    assert "nvidia.com/gpu requests of 1 rewritten to none" in out, out
+    assert (f"ok: RayService/{name}-serve: ready (Serve applications RUNNING: {name}; {name}-serve-serve-svc "
+            "answers)") in out, out
+    assert f"ok: PyTorchJob/pytorchjob-{name}-client" in out, out
+    served = json.loads((results / "served.json").read_text())
+    assert served["identical"] and len(served["prompts"]) == 4, served
+    assert all(row["served"] and row["served"] == row["transformers"] for row in served["prompts"]), served
+    client_log = next((release.root / "logs" / "serve-client").glob(f"pytorchjob-{name}-client-master-0/pytorch.log"))
+    assert "token-identical to transformers' on 4 prompts" in client_log.read_text()
 
 
 EKS_TRAINING = EXAMPLES / "eks" / "training"
