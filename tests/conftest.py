@@ -34,7 +34,7 @@ from tests.repo import BIN, EXAMPLES, REPO, cli_env  # noqa: F401  (for test mod
 SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "os.fork",
                           "os.forkpty", "pty.spawn"})
 #: Skip reasons (substrings) that stay skips with CI=true.
-KEPT_SKIPS = ("needs an NVIDIA GPU", "are all installed here", "this interpreter has kfp")
+KEPT_SKIPS = ("needs an NVIDIA GPU", "are all installed here", "this interpreter has kfp", "is on GitHub only")
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 #: The slowest test files of ``make test`` (their tests' durations added up, from its ``--durations`` list), slowest
 #: first: the xdist workers start with them, so the last files left are short ones and both workers end together.

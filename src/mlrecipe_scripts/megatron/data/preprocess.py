@@ -1,7 +1,9 @@
 """One shard's documents -> one ``.bin/.idx`` pair: JSON text field, tokenizer, optional end-of-document token.
 
 With ``workers > 1`` a process pool parses and tokenizes chunks of lines (each worker loads its own tokenizer);
-documents keep their order. Empty texts are skipped and counted.
+documents keep their order. A document whose text gives no tokens (an empty text) is written as Megatron's
+``preprocess_data.py`` writes it: a document without a sequence (an entry of the index's document indices only), no
+end-of-document token; such documents are counted.
 
 Memory is bounded whatever the input's size: lines are read as they are needed, at most ``IN_FLIGHT`` chunks per
 worker are queued or waiting to be written (``Pool.imap`` would read the whole input ahead into its task queue),
@@ -44,10 +46,15 @@ class Encoding:
 class ShardCounts:
     """What one shard produced."""
 
-    documents: int
+    documents: int  #: every document written, those without tokens included (the index's document count)
     tokens: int
-    skipped_empty: int
+    empty_documents: int  #: documents whose text gave no tokens (no sequence, no end-of-document token)
     writer: str
+
+    @property
+    def sequences(self) -> int:
+        """The documents with tokens (one sequence each)."""
+        return self.documents - self.empty_documents
 
 
 _worker: tuple[Tokenizer, Encoding] | None = None
@@ -65,12 +72,13 @@ def _encode_chunk(chunk: tuple[str, list[tuple[int, bytes]]]) -> list[np.ndarray
 
 
 def encode_lines(tok: Tokenizer, encoding: Encoding, where: str, rows: list[tuple[int, bytes]]) -> list[np.ndarray]:
-    """Token arrays (in ``encoding.dtype``) of ``rows``; an empty text gives an empty array (skipped later).
-    ``where`` names the file and the unit of the rows' numbers (``"00.jsonl line"``, ``"00.jsonl byte"``)."""
+    """Token arrays (in ``encoding.dtype``) of ``rows``; a text without tokens gives an empty array and no
+    end-of-document token (upstream's rule). ``where`` names the file and the unit of the rows' numbers
+    (``"00.jsonl line"``, ``"00.jsonl byte"``)."""
     texts = [text_of(line, encoding.json_key, f"{where} {number}") for number, line in rows]
     out = []
-    for text, ids in zip(texts, tok.encode(texts), strict=True):
-        if not text:
+    for ids in tok.encode(texts):
+        if not ids:
             out.append(np.empty(0, encoding.dtype))
             continue
         if encoding.append_eod:
@@ -104,16 +112,14 @@ def encoded(rows: Iterator[tuple[int, bytes]], where: str, encoding: Encoding, t
 
 
 def _write(chunks: Iterable[list[np.ndarray]], writer: DocumentWriter) -> tuple[int, int, int]:
-    documents = tokens = skipped = 0
+    documents = tokens = empty = 0
     for arrays in chunks:
         for ids in arrays:
-            if ids.size == 0:
-                skipped += 1
-                continue
             writer.add_document(ids)
             documents += 1
             tokens += int(ids.size)
-    return documents, tokens, skipped
+            empty += ids.size == 0
+    return documents, tokens, empty
 
 
 def preprocess(source: Path, bin_path: Path, idx_path: Path, encoding: Encoding, tok: Tokenizer, workers: int,

@@ -8,7 +8,8 @@ The format (megatron-core ``megatron/core/datasets/indexed_dataset.py``, little-
   (documents + 1); sequence lengths (int32 each); sequence pointers (int64 byte offsets into ``.bin``); document
   indices (int64: the first sequence of each document, then the sequence count).
 
-Preparation writes one sequence per document (Megatron's ``preprocess_data.py`` without sentence splitting) and
+Preparation writes one sequence per document (Megatron's ``preprocess_data.py`` without sentence splitting), none
+for a document without tokens (upstream's empty document: a document index that repeats the previous one), and
 picks the dtype as megatron-core does: uint16 when the vocabulary has fewer than 65,500 tokens, else int32.
 Both writers give the same bytes for the same tokens.
 """
@@ -48,8 +49,8 @@ class DocumentWriter(Protocol):
 class IndexedWriter:
     """This project's writer of the format above (no torch, no megatron-core).
 
-    Tokens go to the ``.bin`` as they come; only the sequence lengths are kept (4 bytes per document), and the
-    ``.idx`` is written from them in blocks (``BLOCK`` documents at a time)."""
+    Tokens go to the ``.bin`` as they come; only the documents' lengths are kept (4 bytes per document, 0 for a
+    document without tokens), and the ``.idx`` is written from them in blocks (``BLOCK`` documents at a time)."""
 
     name = "mlrecipe"
 
@@ -66,30 +67,49 @@ class IndexedWriter:
     def finalize(self, idx_path: Path) -> None:
         self._data.close()
         lengths = np.frombuffer(self._lengths, dtype=np.int32) if self._lengths else np.empty(0, np.int32)
-        count = len(lengths)
+        documents = len(lengths)
+        sequences = int(np.count_nonzero(lengths))
+        blocks = range(0, documents, BLOCK)
         with idx_path.open("wb") as out:
-            out.write(index_header(self.dtype, count))
-            out.write(lengths.tobytes(order="C"))
+            out.write(index_header(self.dtype, sequences, documents))
+            for start in blocks:
+                block = lengths[start:start + BLOCK]
+                out.write(block[block > 0].tobytes(order="C"))
             base = 0
-            for start in range(0, count, BLOCK):
-                pointers, base = block_pointers(lengths[start:start + BLOCK], base, self.dtype.itemsize)
+            for start in blocks:
+                block = lengths[start:start + BLOCK]
+                pointers, base = block_pointers(block[block > 0], base, self.dtype.itemsize)
                 out.write(pointers.tobytes(order="C"))
-            for start in range(0, count + 1, BLOCK):
-                out.write(np.arange(start, min(start + BLOCK, count + 1), dtype=np.int64).tobytes(order="C"))
+            before = 0
+            for start in blocks:
+                indices, before = document_indices(lengths[start:start + BLOCK], before)
+                out.write(indices.tobytes(order="C"))
+            out.write(np.int64(before).tobytes())
 
 
 BLOCK = 1 << 20
 HEADER_BYTES = len(MAGIC) + struct.calcsize("<QBQQ")
 
 
-def index_header(dtype: np.dtype[Any], sequences: int) -> bytes:
-    """The ``.idx`` header of ``sequences`` one-sequence documents."""
-    return MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[np.dtype(dtype).name], sequences, sequences + 1)
+def index_header(dtype: np.dtype[Any], sequences: int, documents: int | None = None) -> bytes:
+    """The ``.idx`` header of ``documents`` documents (default: as many as ``sequences``) holding ``sequences``."""
+    documents = sequences if documents is None else documents
+    return MAGIC + struct.pack("<QBQQ", VERSION, DTYPE_CODES[np.dtype(dtype).name], sequences, documents + 1)
 
 
-def index_bytes(sequences: int) -> int:
-    """The size of the ``.idx`` of ``sequences`` one-sequence documents."""
-    return HEADER_BYTES + 4 * sequences + 8 * sequences + 8 * (sequences + 1)
+def index_bytes(sequences: int, documents: int | None = None) -> int:
+    """The size of the ``.idx`` of ``documents`` documents (default: as many as ``sequences``) holding
+    ``sequences``."""
+    documents = sequences if documents is None else documents
+    return HEADER_BYTES + 4 * sequences + 8 * sequences + 8 * (documents + 1)
+
+
+def document_indices(lengths: np.ndarray, before: int) -> tuple[np.ndarray, int]:
+    """Each document's first sequence for documents of ``lengths`` (0: no sequence) after ``before`` sequences;
+    and the sequence count after them."""
+    has_sequence = (lengths > 0).astype(np.int64)
+    counts = np.cumsum(has_sequence) + before
+    return counts - has_sequence, int(counts[-1]) if len(counts) else before
 
 
 def block_pointers(lengths: np.ndarray, base: int, itemsize: int) -> tuple[np.ndarray, int]:
@@ -137,7 +157,7 @@ class MegatronWriter:
         self._builder = IndexedDatasetBuilder(str(bin_path), dtype=np.dtype(dtype).type)
 
     def add_document(self, ids: np.ndarray) -> None:
-        self._builder.add_document(ids, [len(ids)])
+        self._builder.add_document(ids, [len(ids)] if len(ids) else [])
 
     def finalize(self, idx_path: Path) -> None:
         self._builder.finalize(str(idx_path))

@@ -82,6 +82,9 @@ def byte_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r}: the size must be at least 1 byte")
     return number * UNITS[unit]
 MANIFEST_VERSION = 1
+#: Changes when the same input and settings give other bytes (2: a document without tokens is written as an empty
+#: document, as upstream's preprocess_data.py writes it), so outputs and range markers of before are redone.
+OUTPUT_RULES = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -187,7 +190,7 @@ class Preparation:
             dtype = optimal_dtype(self.tok.vocab_size).name
             self.encoding = Encoding(self.source, args.json_key, args.append_eod, dtype)
             self.fingerprint = hashlib.sha256(json.dumps(
-                [fingerprint, args.json_key, args.append_eod, dtype]).encode()).hexdigest()
+                [fingerprint, args.json_key, args.append_eod, dtype, OUTPUT_RULES]).encode()).hexdigest()
         if args.checksum_file:
             try:
                 self.checksums = fetch.read_checksums(Path(args.checksum_file))
@@ -302,7 +305,7 @@ class Preparation:
             bin_part.unlink(missing_ok=True)
             idx_part.unlink(missing_ok=True)
             raise
-        if counts.documents == 0:
+        if counts.sequences == 0:
             bin_part.unlink(missing_ok=True)
             idx_part.unlink(missing_ok=True)
             what = "it is empty (0 bytes)" if source.stat().st_size == 0 else "no line holds a document with text"
@@ -311,7 +314,7 @@ class Preparation:
         os.replace(idx_part, idx_path)
         seconds, cpu_seconds = time.monotonic() - started, time.process_time() - cpu_started
         markers.mark_done(marker, {"bin": bin_path, "idx": idx_path}, self.fingerprint, source=source.name,
-                          documents=counts.documents, tokens=counts.tokens, skipped_empty=counts.skipped_empty,
+                          documents=counts.documents, tokens=counts.tokens, empty_documents=counts.empty_documents,
                           dtype=self.encoding.dtype, writer=counts.writer, seconds=round(seconds, 3),
                           cpu_seconds=round(cpu_seconds, 3))
         self.log(f"{source.name}: {counts.documents} documents, {counts.tokens} tokens in {seconds:.1f} s "
@@ -371,7 +374,7 @@ class Preparation:
         seconds, cpu_seconds = time.monotonic() - started, time.process_time() - cpu_started
         markers.write_json(marker, {
             "fingerprint": fingerprint, "start": piece.start, "end": piece.end, "documents": counts.documents,
-            "tokens": counts.tokens, "skipped_empty": counts.skipped_empty, "seconds": round(seconds, 3),
+            "tokens": counts.tokens, "empty_documents": counts.empty_documents, "seconds": round(seconds, 3),
             "cpu_seconds": round(cpu_seconds, 3),
             "files": {role: {"name": path.name, "bytes": path.stat().st_size}
                       for role, path in (("bin", part_bin), ("len", part_len))}})
@@ -396,8 +399,9 @@ class Preparation:
         assert self.encoding is not None
         prefix = self.paths(number)[2]
         found = self.range_markers(number, pieces)
-        where = merge.layout([merge.PartSize(int(d["documents"]), int(d["files"]["bin"]["bytes"])) for d in found])
-        if where.documents == 0:
+        where = merge.layout([merge.PartSize(int(d["documents"]), int(d["files"]["bin"]["bytes"]),
+                                             int(d["empty_documents"])) for d in found])
+        if where.sequences == 0:
             raise ShardFailure(self.paths(number)[1].name, "no documents: no line holds a document with text")
         mine = [(piece.index, *ranges.part_paths(self.data_dir, prefix.name, piece)[:2])
                 for piece in ranges.assigned(pieces, self.world.rank, self.world.size)]
@@ -414,7 +418,7 @@ class Preparation:
             bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
             os.replace(prefix.with_name(prefix.name + ".bin.part"), bin_path)
             os.replace(prefix.with_name(prefix.name + ".idx.part"), idx_path)
-            total = {key: sum(int(d[key]) for d in found) for key in ("documents", "tokens", "skipped_empty")}
+            total = {key: sum(int(d[key]) for d in found) for key in ("documents", "tokens", "empty_documents")}
             markers.mark_done(prefix.with_name(prefix.name + ".done"), {"bin": bin_path, "idx": idx_path},
                               self.fingerprint, source=extracted.name, **total, dtype=self.encoding.dtype,
                               writer="mlrecipe", ranges=len(pieces),

@@ -47,6 +47,8 @@ def split_tokens(prefix: str, split: tuple[float, float, float], which: str) -> 
         return np.zeros(0, dtype=index.dtype)
     first_seq = int(index.document_indices[first_doc])
     end_seq = int(index.document_indices[end_doc])
+    if end_seq <= first_seq:  # documents without tokens only (upstream writes them without a sequence)
+        return np.zeros(0, dtype=index.dtype)
     size = index.dtype.itemsize
     start = int(index.pointers[first_seq]) // size
     stop = int(index.pointers[end_seq - 1]) // size + int(index.lengths[end_seq - 1])
