@@ -36,7 +36,7 @@ TRITON_STAMP := $(TRITON_VENV)/.installed
 KFP_VENV ?= .venv-kfp
 KFP_STAMP := $(KFP_VENV)/.installed
 
-.PHONY: help envs venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden docs scripts clean kubelet-scenarios
+.PHONY: help envs venv serve-env triton-env nemo2-env kfp-env system-deps demo test test-fast lint bench bench-serving golden docs scripts clean kubelet-scenarios megatron-upstream-check
 
 help:
 	@echo "make demo        create the environment and run examples/quickstart locally"
@@ -54,6 +54,7 @@ help:
 	@echo "make kubelet-scenarios  every covered chart's ci scenario, the vLLM server and the framework examples' EKS pipelines through tests/kubelet (root)"
 	@echo "make scripts     regenerate the charts' framework-script trees from src/mlrecipe_scripts"
 	@echo "make docs        regenerate docs/reference/ (CLI and backend options) from the code"
+	@echo "make megatron-upstream-check MEGATRON_LM_DIR=DIR  data/prepare.py vs Megatron-LM's tools/preprocess_data.py, byte for byte"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -220,6 +221,17 @@ bench-serving: venv serve-env
 # runs one scenario per kind (tests/kubelet_runs).
 kubelet-scenarios: venv serve-env system-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/kubelet_runs/more_scenarios.py tests/kubelet_runs/eks_examples.py tests/kubelet_runs/ray_scenarios.py tests/kubelet_runs/lws_scenarios.py
+
+# Megatron-LM's own tools/preprocess_data.py (GitHub only: not in the megatron-core wheel or sdist) against
+# data/prepare.py on the same file, byte for byte; not in `make test`. MEGATRON_LM_DIR: a checkout of the tag of the
+# megatron-core version .venv has (core_v0.16.1). Upstream's megatron.training imports triton, which .venv (CPU torch)
+# lacks: .venv-vllm's (same Python, same torch) is lent on PYTHONPATH.
+megatron-upstream-check:
+	@test -n "$(MEGATRON_LM_DIR)" || { echo "error: MEGATRON_LM_DIR: not set (a Megatron-LM checkout of tag core_v$$($(BIN)/python -c 'from importlib.metadata import version; print(version("megatron-core"))'))" >&2; exit 2; }
+	lent=$$(mktemp -d); triton=$$(ls -d $(CURDIR)/$(SERVE_VENV)/lib/python3*/site-packages/triton 2>/dev/null | head -n 1); \
+	if ! $(BIN)/python -c 'import triton' 2>/dev/null && [ -n "$$triton" ]; then ln -s "$$triton" "$$lent/triton"; fi; \
+	MEGATRON_LM_DIR="$(abspath $(MEGATRON_LM_DIR))" PYTHONPATH="$$lent" $(BIN)/python -m pytest -q -p no:cacheprovider -rs \
+	  tests/frameworks/test_megatron_upstream_prepare.py; status=$$?; rm -rf "$$lent"; exit $$status
 
 golden: venv
 	$(BIN)/python -m pytest -q tests -k golden --update-golden
