@@ -446,9 +446,9 @@ def test_another_client_learns_of_the_jobs_end_from_its_supervisors_identity(cli
         assert fd is not None
         supervisor = json.loads((tmp_path / "sm" / "training-jobs" / "end-job" / "pids.json").read_text())["supervisor"]
         assert alive(supervisor) and supervisor[1] == start_time(supervisor[0])
-        assert not _readable(fd, 0), "not readable while the job runs"
+        assert not _readable(fd, 0), other.describe_training_job(TrainingJobName="end-job")  # it runs
         gate.touch()
-        assert _readable(fd, 120), "readable once the supervisor exited"
+        assert _readable(fd, 120), other.describe_training_job(TrainingJobName="end-job")  # the supervisor exited
         out = other.describe_training_job(TrainingJobName="end-job")
         assert out["TrainingJobStatus"] == "Completed", out
         assert other.job_end_fd("end-job") is None
