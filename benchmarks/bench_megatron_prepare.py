@@ -9,17 +9,22 @@ tokenizer trained here (``--vocab-size``, default 50,257 as GPT-2's; what the co
 * ``1 rank, ranges`` / ``2 ranks, ranges``: the file cut into ``--range-mb`` MB byte ranges (the 2 ranks as
   processes with ``OMPI_COMM_WORLD_RANK``/``SIZE`` set by hand), merged in parallel into one ``.bin/.idx``;
 * ``megatron-core loop``: the loop a user would write around megatron-core's ``IndexedDatasetBuilder`` (its
-  ``tools/preprocess_data.py`` is not in the wheel) over the same file in one process, imports excluded.
+  ``tools/preprocess_data.py`` is not in the wheel) over the same file in one process, imports excluded;
+* ``upstream preprocess_data.py``, only with ``MEGATRON_LM_DIR`` (a Megatron-LM checkout of the pinned megatron-core's
+  tag): Megatron-LM's own script, ``--workers 1 --append-eod``, ``--tokenizer-type HuggingFaceTokenizer`` on the same
+  tokenizer folder, wall from launch to exit (its imports included, as the script's start-up is); its bytes join the
+  comparison. Its ``megatron.training`` imports triton: when this interpreter has none, ``.venv-vllm``'s is lent.
 
 Printed per configuration: wall seconds (start-up and the manifest included for the script), MB/s and documents/s,
-both also per worker (per rank x worker), the busiest rank's peak RSS (``ru_maxrss`` of ``wait4``); then the
-speed-up of 2 ranks over the single-process path and over 1 rank with ranges (target >= 1.8x on 2 cores), and the
-single-process path over the megatron-core loop (target >= 1.0x). Bounded memory (issue 39 point 2): the
-single-process path and the 2 ranks also run on a file a quarter of the size, and both peak RSS are printed with
-their difference (target < 20 %, and < 1 GiB); ``--memory-only`` does only that, on ``--megabytes`` and a tenth of
-it (sizes a timed run cannot afford: e.g. 500 and 50 MB). The machine's ceiling for the same work is measured in the
-same rounds: the megatron-core loop over the file's two halves in 1 process, then 2 at once (imports excluded); the
-2 ranks' speed-up is also printed as a share of it. The bytes of every run's ``.bin/.idx`` are compared.
+both also per worker (per rank x worker), the busiest rank's peak RSS (``ru_maxrss`` of ``wait4``); then the speed-up
+of 2 ranks over the single-process path and over 1 rank with ranges (target >= 1.8x on 2 cores), and the
+single-process path over the megatron-core loop and over upstream's script (target >= 1.0x). Bounded memory (issue 39
+point 2): the single-process path and the 2 ranks also run on a file a quarter of the size, and both peak RSS are
+printed with their difference (target < 20 %, and < 1 GiB); ``--memory-only`` does only that, on ``--megabytes`` and
+a tenth of it (sizes a timed run cannot afford: e.g. 500 and 50 MB). The machine's ceiling for the same work is
+measured in the same rounds: the megatron-core loop over the file's two halves in 1 process, then 2 at once (imports
+excluded); the 2 ranks' speed-up is also printed as a share of it. The bytes of every run's ``.bin/.idx`` are
+compared.
 
 ``--mode shards`` (issue 27):
 Data: Pile-shaped ``.jsonl.zst`` shards and a byte-level BPE tokenizer made here by
@@ -261,6 +266,45 @@ def run_large_loop(source: Path, tokenizer: Path, work: Path) -> dict[str, float
     return {"seconds": time.perf_counter() - start, "rss": 0.0, "cpu": 0.0, "documents": documents, "digest": digest}
 
 
+UPSTREAM = "upstream preprocess_data.py"
+
+
+def _lent_triton(work: Path) -> str:
+    """A folder to put on PYTHONPATH so that ``import triton`` works for upstream's ``megatron.training``: empty when
+    this interpreter has triton, else one holding a link to ``.venv-vllm``'s (same Python, same torch)."""
+    import importlib.util
+
+    folder = work / "lent"
+    folder.mkdir(exist_ok=True)
+    found = sorted(REPO.glob(".venv-vllm/lib/python3*/site-packages/triton"))
+    if importlib.util.find_spec("triton") is None and found and not (folder / "triton").exists():
+        (folder / "triton").symlink_to(found[0])
+    return str(folder)
+
+
+def run_upstream(root: Path, source: Path, tokenizer: Path, work: Path) -> dict[str, float]:
+    """Megatron-LM's ``tools/preprocess_data.py`` from ``root``, single-process, ``--workers 1``, on ``source``."""
+    from mlrecipe_scripts.megatron.data.fetch import sha256_file
+
+    out = work / "upstream"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    path = os.pathsep.join(p for p in (str(root), _lent_triton(work), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**_env(0, 1, "upstream"), "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    peak, log = work / "upstream.maxrss", work / "upstream.log"
+    start = time.perf_counter()
+    code = subprocess.call([*RSS_WRAPPER, str(peak), sys.executable, str(root / "tools" / "preprocess_data.py"),
+                            "--input", str(source), "--output-prefix", str(out / "up"), "--append-eod", "--workers",
+                            "1", "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", str(tokenizer),
+                            "--log-interval", str(10**9)], env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    seconds = time.perf_counter() - start
+    if code:
+        raise SystemExit(f"upstream preprocess_data.py failed: {log.read_text()[-2000:]}")
+    digest = sha256_file(out / "up_text_document.bin") + sha256_file(out / "up_text_document.idx")
+    shutil.rmtree(out, ignore_errors=True)
+    return {"seconds": seconds, "rss": int(peak.read_text()) * 1024, "cpu": 0.0, "digest": digest}
+
+
 def write_halves(source: Path, work: Path) -> list[Path]:
     """``source`` cut at the line nearest its middle into two ``.jsonl.zst`` files (for the machine's ceiling)."""
     import zstandard
@@ -308,12 +352,17 @@ def large_file(args: argparse.Namespace, work: Path) -> int:
     whole, ranged = str(10 * size), f"{max(1, int(args.range_mb * 1e6))}"
     configs = {"single-process path": (1, whole), "1 rank, ranges": (1, ranged), "2 ranks, ranges": (2, ranged),
                "megatron-core loop": (0, ""), "ceiling: 1 loop": (-1, ""), "ceiling: 2 loops at once": (-2, "")}
+    upstream = Path(os.environ["MEGATRON_LM_DIR"]) if os.environ.get("MEGATRON_LM_DIR") else None
+    if upstream is not None:
+        configs[UPSTREAM] = (1, "")
     results: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
     names = list(configs)
     for round_ in range(args.repeats):
         for name in names[round_ % len(names):] + names[:round_ % len(names)]:
             ranks, split = configs[name]
-            if ranks < 0:
+            if name == UPSTREAM and upstream is not None:
+                figures = run_upstream(upstream, big, tokenizer, work)
+            elif ranks < 0:
                 seconds, _, _ = run_loops_at_once(work, halves, tokenizer, -ranks)
                 figures = {"seconds": seconds, "rss": 0.0, "cpu": 0.0}
             elif ranks == 0:
@@ -334,7 +383,8 @@ def large_file(args: argparse.Namespace, work: Path) -> int:
         rss = max(r["rss"] for r in results[name])
         print(f"  {name:20s} {seconds:7.2f} s  {size / 1e6 / seconds:6.2f} MB/s ({size / 1e6 / seconds / workers:5.2f} "
               f"per worker)  {docs / seconds:7.0f} documents/s ({docs / seconds / workers:6.0f} per worker)"
-              + (f"  peak RSS {rss / 2**20:6.1f} MiB, busiest rank {cpu[name]:.2f} CPU s" if rss else ""))
+              + (f"  peak RSS {rss / 2**20:6.1f} MiB" if rss else "")
+              + (f", busiest rank {cpu[name]:.2f} CPU s" if cpu[name] else ""))
     print(f"2 ranks / single-process path: {median['single-process path'] / median['2 ranks, ranges']:.2f}x; "
           f"2 ranks / 1 rank with ranges: {median['1 rank, ranges'] / median['2 ranks, ranges']:.2f}x  "
           f"(target >= 1.8x on 2 cores)")
@@ -357,6 +407,12 @@ def large_file(args: argparse.Namespace, work: Path) -> int:
           f"2 ranks / single-process path {statistics.median(paired) / ceiling:.0%}")
     print(f"single-process path / megatron-core loop: "
           f"{median['megatron-core loop'] / median['single-process path']:.2f}x  (target >= 1.0x per worker)")
+    if upstream is not None:
+        print(f"single-process path / upstream preprocess_data.py --workers 1 (start-up included on both sides): "
+              f"{median[UPSTREAM] / median['single-process path']:.2f}x  (target >= 1.0x per worker)")
+    else:
+        print(f"({UPSTREAM} not timed: set MEGATRON_LM_DIR to a Megatron-LM checkout of the pinned "
+              f"megatron-core's tag)")
     for name, ranks, split in (("single-process path", 1, str(10 * small_size)), ("2 ranks, ranges", 2, ranged)):
         low = run_large(work, small, tokenizer, ranks, split)["rss"]
         high = max(r["rss"] for r in results[name])
