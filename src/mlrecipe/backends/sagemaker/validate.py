@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from functools import cache
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mlrecipe.backends.sagemaker.request import PROGRAM_CHANNEL, TrainingRequest
@@ -19,6 +20,9 @@ from mlrecipe.errors import SpecIssue
 from mlrecipe.spec.load import StepSpec
 
 OPTION_SOURCE = "sagemaker options (config file or -B)"
+#: A local-mode host's own tree (bound over this machine's /opt/ml in its root): mount paths there are not this
+#: machine's.
+HOST_TREE = PurePosixPath("/opt/ml")
 
 
 def input_shape(operation: str = "CreateTrainingJob") -> Any:
@@ -147,12 +151,40 @@ def channel_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def host_mount_point_problem(target: str) -> str | None:
+    """Mode local: what stops the mount script (``inside``) from binding a file-system channel (a directory) at
+    ``target`` in a host's root, whose entries are this machine's with their links copied: a symbolic link anywhere
+    on the path (the script refuses it even when the path exists), an entry on it that is not a directory. A path in
+    the host's own ``/opt/ml`` is not this machine's and is not looked at."""
+    path = PurePosixPath(target)
+    if path == HOST_TREE or HOST_TREE in path.parents:
+        return None
+    for entry in (*reversed(path.parents), path):
+        local = Path(entry)
+        if local.is_symlink():
+            return f"mount point {target}: {entry} is a symbolic link; name the path without links"
+        if local.exists() and not local.is_dir():
+            if entry == path:
+                return f"mount point {target} is a file, unlike its source (a file-system channel, a directory)"
+            return f"mount point {target}: {entry} is not a directory"
+    return None
+
+
+def host_mount_issues(step: StepSpec) -> list[SpecIssue]:
+    """Mode local: each pvc mount path that a host's program could not bind (:func:`host_mount_point_problem`), at
+    the recipe's ``pvc[i].mount_path``; found while planning, not when the job runs."""
+    found = ((i, host_mount_point_problem(pvc.mount_path)) for i, pvc in enumerate(step.recipe.pvc))
+    return [step.issue(f"pvc[{i}].mount_path", problem) for i, problem in found if problem]
+
+
 def issues_of(step: StepSpec, request: TrainingRequest, local: bool = False) -> list[SpecIssue]:
-    """The request's problems (and refused credentials) at the recipe's lines or the options."""
-    issues = [step.issue(where, f"{name} looks like a credential: it would be visible to anyone who may "
-                         "DescribeTrainingJob; keep it in AWS Secrets Manager and read it in the job through "
-                         "the execution role (sagemaker role_arn), or let the role grant the access")
-              for name, where in request.secrets]
+    """The request's problems (and refused credentials) at the recipe's lines or the options; in mode local also
+    the pvc mount paths this machine's entries stop (:func:`host_mount_issues`)."""
+    issues = host_mount_issues(step) if local else []
+    issues += [step.issue(where, f"{name} looks like a credential: it would be visible to anyone who may "
+                          "DescribeTrainingJob; keep it in AWS Secrets Manager and read it in the job through "
+                          "the execution role (sagemaker role_arn), or let the role grant the access")
+               for name, where in request.secrets]
     for path, message in request_problems(request.request, local=local) + channel_problems(request.request):
         origin = request.origin(path)
         if origin is None:
