@@ -7,7 +7,11 @@ from __future__ import annotations
 import http.client
 import socket
 import subprocess
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.kubelet.pods import Pod
 
 
 def _port(value: Any, container: dict[str, Any]) -> int:
@@ -45,3 +49,36 @@ def probe_once(probe: dict[str, Any], container: dict[str, Any], address: str, i
     except (OSError, http.client.HTTPException, subprocess.TimeoutExpired):
         return False
     raise ValueError(f"probe {sorted(probe)} is not covered by the harness")
+
+
+class ReadinessProbes:
+    """Every container's readinessProbe of the pods of one workload, on the kubelet's schedule: the first run after
+    ``initialDelaySeconds``, then every ``periodSeconds`` (at most 2 s apart here). A pod is Ready once it runs, has
+    not ended, and each probe of its containers succeeded (a container without one counts as ready)."""
+
+    def __init__(self) -> None:
+        self.next_probe: dict[tuple[str, str], float] = {}
+
+    def ready(self, pod: Pod) -> bool:
+        """Whether ``pod`` is Ready now (probes that are due run; one not yet due counts as not ready)."""
+        if not pod.running.is_set() or pod.done.is_set():
+            return False
+        now = time.monotonic()
+        for container in pod.obj["spec"]["containers"]:
+            probe = container.get("readinessProbe")
+            if probe is None:
+                continue
+            key = (pod.name, container["name"])
+            if key not in self.next_probe:
+                self.next_probe[key] = now + float(probe.get("initialDelaySeconds", 0))
+            if now < self.next_probe[key]:
+                return False
+            self.next_probe[key] = now + min(float(probe.get("periodSeconds", 10)), 2.0)
+            process = pod.containers.get(container["name"])
+            if not probe_once(probe, container, pod.ip, process.namespace_init() if process else None):
+                return False
+        return True
+
+    def forget(self, pod_name: str) -> None:
+        """A pod started again under ``pod_name``: its probes wait ``initialDelaySeconds`` anew."""
+        self.next_probe = {k: v for k, v in self.next_probe.items() if k[0] != pod_name}

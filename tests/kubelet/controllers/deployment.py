@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from typing import Any
 
 from tests.kubelet.controllers import Controller, suffix
 from tests.kubelet.pods import Pod
-from tests.kubelet.probes import probe_once
+from tests.kubelet.probes import ReadinessProbes
 from tests.kubelet.report import Outcome
 
 
@@ -25,7 +24,7 @@ class DeploymentController(Controller):
         super().__init__(obj, cluster)
         self.replicas = int((obj.get("spec") or {}).get("replicas", 1))
         self.ready: set[str] = set()
-        self.next_probe: dict[tuple[str, str], float] = {}
+        self.probes = ReadinessProbes()
 
     def start(self) -> None:
         template = self.obj["spec"]["template"]
@@ -41,23 +40,6 @@ class DeploymentController(Controller):
             self.pods.append(pod)
             pod.start()
 
-    def _pod_ready(self, pod: Pod) -> bool:
-        now = time.monotonic()
-        for container in pod.obj["spec"]["containers"]:
-            probe = container.get("readinessProbe")
-            if probe is None:
-                continue
-            key = (pod.name, container["name"])
-            if key not in self.next_probe:
-                self.next_probe[key] = now + float(probe.get("initialDelaySeconds", 0))
-            if now < self.next_probe[key]:
-                return False
-            self.next_probe[key] = now + min(float(probe.get("periodSeconds", 10)), 2.0)
-            process = pod.containers.get(container["name"])
-            if not probe_once(probe, container, pod.ip, process.namespace_init() if process else None):
-                return False
-        return True
-
     def poll(self) -> Outcome | None:
         for pod in self.pods:
             if pod.done.is_set():
@@ -67,7 +49,7 @@ class DeploymentController(Controller):
                 container = next(iter(pod.containers), None)
                 return Outcome(False, self.workload, summary + " (exit code 0)", pod.name, container,
                                pod.log_tail(container) if container else "")
-            if pod.running.is_set() and pod.name not in self.ready and self._pod_ready(pod):
+            if pod.name not in self.ready and self.probes.ready(pod):
                 self.ready.add(pod.name)
         if len(self.ready) == self.replicas:
             return Outcome(True, self.workload, f"ready ({self.replicas}/{self.replicas} pods Ready)")

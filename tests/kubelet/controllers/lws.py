@@ -37,12 +37,11 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import time
 from typing import Any
 
 from tests.kubelet.controllers import Controller
 from tests.kubelet.pods import Pod
-from tests.kubelet.probes import probe_once
+from tests.kubelet.probes import ReadinessProbes
 from tests.kubelet.report import Outcome
 
 PREFIX = "leaderworkerset.sigs.k8s.io/"
@@ -79,7 +78,7 @@ class LeaderWorkerSetController(Controller):
         self.leaders: dict[int, Pod] = {}
         self.workers: dict[int, list[Pod]] = {}
         self.ready: set[int] = set()
-        self.next_probe: dict[tuple[str, str], float] = {}
+        self.probes = ReadinessProbes()
 
     def _pod(self, template: dict[str, Any], name: str, labels: dict[str, str], annotations: dict[str, str],
              group: int, worker_index: int) -> Pod:
@@ -134,25 +133,6 @@ class LeaderWorkerSetController(Controller):
                 made += self.workers[group]
         self._run(made)  # every name made so far resolves before any pod starts
 
-    def _pod_ready(self, pod: Pod) -> bool:
-        if not pod.running.is_set() or pod.done.is_set():
-            return False
-        now = time.monotonic()
-        for container in pod.obj["spec"]["containers"]:
-            probe = container.get("readinessProbe")
-            if probe is None:
-                continue
-            key = (pod.name, container["name"])
-            if key not in self.next_probe:
-                self.next_probe[key] = now + float(probe.get("initialDelaySeconds", 0))
-            if now < self.next_probe[key]:
-                return False
-            self.next_probe[key] = now + min(float(probe.get("periodSeconds", 10)), 2.0)
-            process = pod.containers.get(container["name"])
-            if not probe_once(probe, container, pod.ip, process.namespace_init() if process else None):
-                return False
-        return True
-
     def _group(self, pod: Pod) -> int:
         return int(pod.obj["metadata"]["labels"][GROUP_INDEX])
 
@@ -161,7 +141,7 @@ class LeaderWorkerSetController(Controller):
         again = [pod] if self.restart_policy == "None" else [self.leaders[group], *self.workers.get(group, [])]
         self.ready.discard(group)
         for old in again:
-            self.next_probe = {k: v for k, v in self.next_probe.items() if k[0] != old.name}
+            self.probes.forget(old.name)
             new = self.restart(old)
             if old is self.leaders[group]:
                 self.leaders[group] = new
@@ -184,7 +164,7 @@ class LeaderWorkerSetController(Controller):
                 return Outcome(False, self.workload, summary + " (exit code 0)", pod.name, container,
                                pod.log_tail(container) if container else "")
         for group, leader in self.leaders.items():
-            if group in self.ready or not self._pod_ready(leader):
+            if group in self.ready or not self.probes.ready(leader):
                 continue
             if group not in self.workers and self.size > 1:  # LeaderReady: the worker StatefulSet comes now
                 self.workers[group] = self._workers(leader, group)
