@@ -349,8 +349,10 @@ def test_megatron_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
     one harness run, as the pipeline renders them (``mlrecipe run --dry-run``: the client's ``MLRECIPE_SERVE_URL``
     is the RayService's serve Service): the RayService (KubeRay head and worker, Ray Serve's ``openai_api``
     application over vLLM's CPU build, float32) becomes Ready, then the client's greedy completions through it
-    equal transformers' generate of the export token for token. The serve step's ``engine.config.max_model_len``
-    (2048, the GPT 5B's sequence) is cut to the CPU model's 64 (``--set``): vLLM refuses a longer one."""
+    equal transformers' generate of the export token for token, and the ``VLLMDeployment`` replica runs on the
+    worker pod, the only one with a GPU on EKS (the harness keeps KubeRay's ``num-gpus`` for a RayService's pods).
+    The serve step's ``engine.config.max_model_len`` (2048, the GPT 5B's sequence) is cut to the CPU model's 64
+    (``--set``): vLLM refuses a longer one."""
     pytest.importorskip("zstandard")
     pytest.importorskip("tokenizers")
     from tests.frameworks.megatron_data import ShardServer, make_corpus
@@ -415,6 +417,9 @@ def test_megatron_eks_pipeline_runs_step_by_step(tmp_path: Path) -> None:
     assert (f"ok: RayService/{name}-serve: ready (Serve applications RUNNING: {name}; {name}-serve-serve-svc "
             "answers)") in out, out
     assert f"ok: PyTorchJob/pytorchjob-{name}-client" in out, out
+    assert "ray start's num-gpus kept from the GPU limits" in out, out
+    placed = re.findall(r"/VLLMDeployment on (\S+?)[;\n]", out)
+    assert len(placed) == 1 and "-worker-" in placed[0], (placed, out)  # the GPU worker, not the head
     served = json.loads((results / "served.json").read_text())
     assert served["identical"] and len(served["prompts"]) == 4, served
     assert all(row["served"] and row["served"] == row["transformers"] for row in served["prompts"]), served

@@ -32,7 +32,10 @@ Knowingly simpler here (each said in a note): every pod shares this machine's ne
 ``node-ip-address=<the pod's 127.0.0.N>`` to every group's params (a pod's Ray finds its address from its own
 interface) and gives worker pods free ports for ``dashboard-agent-listen-port`` and ``metrics-export-port`` (the
 agent also binds 127.0.0.1, which pods would share); ``num-cpus`` is cut to 1 and ``object-store-memory`` set to
-75 MiB (two cores and little memory here); GPU limits are not turned into ``num-gpus`` (the harness drops them);
+75 MiB (two cores and little memory here); GPU limits (which the harness drops) are not turned into ``num-gpus``
+but for a RayService's pods, whose ``num-gpus`` is the container's ``*gpu`` limits as KubeRay sets it
+(generateRayStartCommand), so that Serve places GPU replicas where the cluster would (a RayJob's GPU workers would
+run CUDA code on a CPU here);
 the readiness probes are HTTP GETs to the pod's address instead of ``wget`` to localhost in the pod; no
 autoscaler, GCS fault tolerance, auth token, TLS, ``numOfHosts`` > 1 or suspend.
 """
@@ -189,7 +192,12 @@ class RayClusterPods:
             params["num-cpus"] = str(int(_quantity(cpu)))
         if "memory" not in params and limits.get("memory"):
             params["memory"] = str(int(_quantity(limits["memory"])))
-        if any(DEVICE_RESOURCES.match(k) for k in limits):
+        gpus = sum(_quantity(v) for k, v in limits.items() if k.endswith("gpu"))
+        if self.creator == "RayService" and "num-gpus" not in params and gpus > 0:
+            params["num-gpus"] = str(int(gpus))
+            self.cluster.note(f"{self.creator} {self.name}: ray start's num-gpus kept from the GPU limits as KubeRay "
+                              "sets it (Ray places GPU actors as on the cluster; the pods have no GPU here)")
+        elif any(DEVICE_RESOURCES.match(k) for k in limits):
             self.cluster.note(f"{self.creator} {self.name}: GPU/accelerator limits not turned into ray start's "
                               "num-gpus/resources (the harness drops them)")
         cuts = {k: v for k, v in HARNESS_PARAMS.items() if params.get(k) != v}

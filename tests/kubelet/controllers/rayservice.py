@@ -16,6 +16,7 @@ ray-operator/controllers/ray/rayservice_controller.go, common/service.go, utils/
 Simpler here: an application that reaches DEPLOY_FAILED fails the run at once, naming the head pod (KubeRay keeps
 the RayService not ready and retries); no zero-downtime upgrade, incremental upgrade, ``serviceUnhealthySecond
 Threshold``/``deploymentUnhealthySecondThreshold`` (said in a note); the serve Service resolves to the head pod only.
+At Ready a note names the pod each Serve replica runs on (the status's replicas' ``node_ip``).
 """
 
 from __future__ import annotations
@@ -124,8 +125,20 @@ class RayServiceController(Controller):
         if health is None or health[0] != 200:
             return None
         names = ", ".join(sorted(self.apps))
+        self.cluster.note(f"RayService {self.name}: Serve replicas (dashboard's /api/serve/applications/): "
+                          + "; ".join(self.placements()))
         return Outcome(True, self.workload, f"ready (Serve applications RUNNING: {names}; {self.name}-serve-svc "
                                             "answers)")
+
+    def placements(self) -> list[str]:
+        """``<application>/<deployment> on <pod>`` for each replica the Serve status lists (its node's IP is a pod's
+        127.0.0.N here)."""
+        assert self.ray is not None
+        pods = {p.ip: p.name for p in self.ray.pods}
+        return [f"{app}/{deployment} on {pods.get(str(replica.get('node_ip')), replica.get('node_ip'))}"
+                for app, details in sorted(self.apps.items())
+                for deployment, found in sorted((details.get("deployments") or {}).items())
+                for replica in found.get("replicas") or []]
 
     def timed_out(self, timeout: float) -> Outcome:
         if self.ray is None or self.ray.head is None:
