@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mlrecipe.helm import chart_path, render_chart
 from mlrecipe.helm.validate import validate_manifests
@@ -61,3 +62,33 @@ def test_the_configmap_carries_it_to_head_and_workers(framework: str) -> None:
 
 def test_no_compiled_files_under_the_chart() -> None:
     assert not list(Path(chart_path("serving/rayserve")).rglob("__pycache__"))
+
+
+def _ray_containers(objs: list[dict]) -> list[dict]:
+    (service,) = [o for o in objs if o["kind"] == "RayService"]
+    cluster = service["spec"]["rayClusterConfig"]
+    pods = [cluster["headGroupSpec"]["template"]["spec"], *(g["template"]["spec"] for g in cluster["workerGroupSpecs"])]
+    return [pod["containers"][0] for pod in pods]
+
+
+def test_the_scripts_are_importable_on_every_ray_node() -> None:
+    """``examples/eks/serving/rayserve-vllm.yaml``, whose application's ``runtime_env`` names no ``PYTHONPATH``: Ray
+    Serve imports ``openai_api`` on the head and the workers with the Ray containers' environment, so the chart puts
+    the mounted scripts on ``PYTHONPATH`` there (the harness run of the example failed without it: ``No module named
+    'openai_api'``)."""
+    values = yaml.safe_load((REPO / "examples" / "eks" / "serving" / "rayserve-vllm.yaml").read_text())
+    assert "PYTHONPATH" not in values["ray"]["serve_config_v2"]["serveConfigV2"]
+    for container in _ray_containers(render_chart(chart_path("serving/rayserve"), values, "r", "ns")):
+        assert {"name": "PYTHONPATH", "value": "/etc/framework-scripts"} in container["env"], container["env"]
+    # a recipe's own PYTHONPATH is kept alone, and without scripts there is nothing to put on the path
+    values = {"image": "img", "framework": "vllm-0.19.0",
+              "engine": {"config": {"served_model_name": "m", "model": "/m"}},
+              "ray": {"env": [{"name": "PYTHONPATH", "value": "/code"}]}}
+    for container in _ray_containers(render_chart(chart_path("serving/rayserve"), values, "r", "ns")):
+        assert [e for e in container["env"] if e["name"] == "PYTHONPATH"] == [{"name": "PYTHONPATH", "value": "/code"}]
+    values["framework"] = "no-such-scripts"  # no scripts mounted: nothing to put on the path
+    for container in _ray_containers(render_chart(chart_path("serving/rayserve"), values, "r", "ns")):
+        assert [e for e in container["env"] if e["name"] == "PYTHONPATH"] == [{"name": "PYTHONPATH", "value": "/code"}]
+    del values["ray"]
+    for container in _ray_containers(render_chart(chart_path("serving/rayserve"), values, "r", "ns")):
+        assert not [e for e in container["env"] if e["name"] == "PYTHONPATH"], container["env"]

@@ -6,7 +6,9 @@ and their falling loss, the merged Hugging Face model, the evaluation's metrics 
 The megatron example runs all seven steps: tokenizer, data, pretrain, evaluate and export as above, then its serve
 (a RayService: Ray Serve and vLLM) and client steps in one harness run, rendered by ``mlrecipe run --dry-run`` (the
 client's ``MLRECIPE_SERVE_URL`` is what the pipeline gives it). ``examples/eks/training`` (``pipeline.yaml``) runs
-the same way: Megatron tokenization and pretraining, then an accelerate fine-tune.
+the same way: Megatron tokenization and pretraining, then an accelerate fine-tune. ``examples/eks/serving`` runs its
+snapshot (hf-snapshot, the token from a Secret), then each server with a client Job in one harness run: Triton
+(a Deployment) and Ray Serve + vLLM (a RayService), both on the snapshot.
 
 The sizes overlay (:func:`fine_tune_sizes`) makes 2 nodes x 1 process, asks 1 CPU, and cuts the step counts; the
 harness drops the GPU/EFA requests (and says so). The model step runs as rendered: its script is the chart's
@@ -20,14 +22,19 @@ Stand-ins, said here and in docs/verified.md:
   Ray image's environment here has torch, transformers, peft, datasets and vLLM's CPU build;
 - megatron: the Hub and the Pile mirror are servers on 127.0.0.1, the model and run sizes are cut
   (:data:`PRETRAIN_SIZES`), and the serve step gets the CPU model's ``max_model_len`` (64 for 2048) and vLLM's CPU
-  build a 1 GiB KV cache (:data:`SERVE_ON_CPU`).
+  build a 1 GiB KV cache (:data:`SERVE_ON_CPU`);
+- serving: the Hub is a server on 127.0.0.1 serving a tiny Llama under the recipe's model id, the rayserve step
+  gets ``tensor_parallel_size`` 1, the tiny model's ``max_model_len`` and the 1 GiB KV cache, and the Triton container
+  runs a stand-in for the vLLM backend, which cannot run here (:mod:`tests.kubelet_runs.triton_vllm_stand_in`).
 
 Not named ``test_*.py``: 2-10 minutes per example, beyond ``make test``'s budget."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -132,6 +139,12 @@ def model_step_as_rendered(step: Step) -> None:
 def run_step(release: Release, step: Step, overlay: dict | None) -> str:
     """Render one step as ``mlrecipe template`` does with the pipeline's files (and ``overlay`` last), run it through
     the harness with the release's claims, and return the harness's output; fails the test when the step fails."""
+    return run_stream(release, render_step(release, step, overlay), step.name)
+
+
+def render_step(release: Release, step: Step, overlay: dict | None) -> Path:
+    """The stream file of one step as ``mlrecipe template`` renders it from the pipeline's files (and ``overlay``
+    last)."""
     files = list(step.recipes)
     if overlay is not None:
         path = release.root / f"{step.name}-sizes.yaml"
@@ -145,7 +158,7 @@ def run_step(release: Release, step: Step, overlay: dict | None) -> str:
     assert rendered.returncode == 0, rendered.stderr
     stream = release.root / f"{step.name}.yaml"
     stream.write_text(rendered.stdout)
-    return run_stream(release, stream, step.name)
+    return stream
 
 
 def run_stream(release: Release, stream: Path, logs: str, timeout: int = 600) -> str:
@@ -304,9 +317,16 @@ PRETRAIN_SIZES = {"--num-layers": "2", "--hidden-size": "96", "--num-attention-h
                   # the plain-torch GPT on CPU refuses megatron-core's parallelism and dropout
                   "--tensor-model-parallel-size": "1", "--hidden-dropout": "0.0", "--attention-dropout": "0.0"}
 MEGATRON_CORE_ONLY = ("--use-distributed-optimizer",)
-#: The serve step's Ray pods get the 1 GiB KV cache ``python -m mlrecipe.serve`` gives vLLM's CPU build: without
-#: ``VLLM_CPU_KVCACHE_SPACE`` that build takes ``gpu_memory_utilization`` (0.9) of this machine's memory for it.
-SERVE_ON_CPU = ["serve.ray.env[0].name=VLLM_CPU_KVCACHE_SPACE", "serve.ray.env[0].value=1"]
+
+
+def serve_on_cpu(step: str) -> list[str]:
+    """The ``--set`` giving a rayserve step's Ray pods the 1 GiB KV cache ``python -m mlrecipe.serve`` gives vLLM's CPU
+    build: without ``VLLM_CPU_KVCACHE_SPACE`` that build takes ``gpu_memory_utilization`` (0.9) of this machine's
+    memory for it."""
+    return [f"{step}.ray.env[0].name=VLLM_CPU_KVCACHE_SPACE", f"{step}.ray.env[0].value=1"]
+
+
+SERVE_ON_CPU = serve_on_cpu("serve")
 
 
 def with_options(args: list[str], options: dict[str, str]) -> list[str]:
@@ -512,3 +532,182 @@ def test_eks_training_example_tokenize_pretrain_finetune(tmp_path: Path) -> None
     assert len(losses) >= 5 and losses[-1] < losses[0] - 0.3, losses
     assert (release.home() / "results" / "tiny" / "qwen3" / "checkpoint-30" / "rng_state_1.pth").is_file()
     assert (release.home() / "logs" / "0" / "finetune.log").is_file()
+
+
+SERVING = EXAMPLES / "eks" / "serving"
+#: The token of the ``hf-token`` Secret here: a dummy (the Hub stand-in takes any), never to be seen in a log.
+HF_TOKEN = "hf_harnessDummyToken0123456789abcdefXYZ"
+TRITON_STAND_IN = Path(__file__).with_name("triton_vllm_stand_in.py")
+#: A client pod (the Python image): waits (bounded) for ``BASE + READY`` to answer 200, sends ``BODY`` to
+#: ``BASE + ROUTE`` and writes the JSON answer to ``ANSWER`` (argv: BASE READY ROUTE BODY ANSWER).
+CLIENT = """\
+import json, sys, time, urllib.request
+base, ready, route, body, answer = sys.argv[1:6]
+deadline = time.monotonic() + 900
+last = None
+while True:
+    try:
+        with urllib.request.urlopen(base + ready, timeout=10) as response:
+            if response.status == 200:
+                break
+    except OSError as exc:
+        last = exc
+    if time.monotonic() > deadline:
+        sys.exit(f"{base}{ready} did not answer within 900 s: {last}")
+    time.sleep(2)
+request = urllib.request.Request(base + route, data=body.encode(), headers={"Content-Type": "application/json"})
+with urllib.request.urlopen(request, timeout=600) as response:
+    got = json.loads(response.read())
+print(json.dumps(got), flush=True)
+with open(answer, "w") as f:
+    json.dump(got, f)
+"""
+PROMPT = "Repeat the color twice.\nred"
+
+
+def user_secret(pipeline: Path, token: str) -> dict:
+    """The Secret the pipeline's comment tells users to create (``kubectl create secret generic NAME -n NS
+    --from-literal=KEY=...``), as that command creates it, with ``token`` as the value."""
+    found = re.search(r"kubectl create secret generic (\S+) -n (\S+) --from-literal=(\w+)=", pipeline.read_text())
+    assert found, f"{pipeline} no longer says how to create the token's Secret"
+    name, namespace, key = found.groups()
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+            "type": "Opaque", "data": {key: base64.b64encode(token.encode()).decode()}}
+
+
+def client_job(name: str, namespace: str, base: str, ready: str, route: str, body: dict, answer: str) -> dict:
+    """A Job whose pod runs :data:`CLIENT` against ``base`` (a Service's cluster DNS name), the answer on ``pv-fsx``."""
+    container = {"name": "client", "image": "public.ecr.aws/docker/library/python:slim-bullseye",
+                 "command": ["python3", "-c", CLIENT, base, ready, route, json.dumps(body), answer],
+                 "volumeMounts": [{"name": "fsx", "mountPath": "/fsx"}]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [container],
+                "volumes": [{"name": "fsx", "persistentVolumeClaim": {"claimName": "pv-fsx"}}]}}}}
+
+
+def with_objects(stream: Path, before: list[dict], after: list[dict]) -> list[dict]:
+    """Put ``before`` ahead of the stream's documents and ``after`` behind them; the stream's own objects."""
+    text = stream.read_text()
+    own = [o for o in yaml.safe_load_all(text) if o]
+    stream.write_text("".join(yaml.safe_dump(o, sort_keys=False) + "---\n" for o in before) + text
+                      + "".join("---\n" + yaml.safe_dump(o, sort_keys=False) for o in after))
+    return own
+
+
+def tiny_chat_model(root: Path) -> Path:
+    """The Hub stand-in's repository: a tiny Llama made from a config by the framework examples' script
+    (``make_tiny_model.py``, hidden size 128 for vLLM's CPU kernels) with the quickstart's chat template as its
+    ``chat_template.jinja``, as an instruct model's repository has one (chat completions need it)."""
+    model = root / "model"
+    root.mkdir(parents=True, exist_ok=True)
+    script = root / "make_tiny_model.py"  # run alone, as from /etc/framework-scripts: its folder has an accelerate/
+    shutil.copyfile(REPO / "src" / "mlrecipe_scripts" / script.name, script)
+    subprocess.run([sys.executable, str(script), "--model-dir",
+                    str(model), "--data-dir", str(root / "data"), "--architecture", "llama", "--hidden-size", "128"],
+                   check=True, capture_output=True, text=True, timeout=300)
+    shutil.copyfile(EXAMPLES / "quickstart" / "chat_template.jinja", model / "chat_template.jinja")
+    return model
+
+
+def _holding(root: Path, secret: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+def test_eks_serving_example_snapshot_triton_rayserve(tmp_path: Path) -> None:
+    """``examples/eks/serving``, step by step as one release: snapshot (Job: hf-snapshot as rendered but for its
+    ``pip3 install`` line, from the Hub stand-in serving a tiny Llama with a chat template under the recipe's model
+    id; the token from the Secret ``hf-token`` created in the stream as the pipeline's comment tells users to, with a
+    dummy value: the Hub got it as ``Bearer``, and no file the run leaves, harness logs included, nor the harness's
+    output holds it), then each server with a client Job in one harness run, as ``mlrecipe run --dry-run`` renders
+    the step (objects named after release and step), the client reaching the server's Service by its cluster DNS
+    name: triton (Deployment: the rendered ``pre_script`` writes the model repository, ``backend: "vllm"``, and the
+    container runs :mod:`tests.kubelet_runs.triton_vllm_stand_in` with the rendered ``tritonserver`` args, because
+    Triton's vLLM backend cannot run here (that module says why); Ready by its probe, a ``generate`` answered) and
+    rayserve (RayService: KubeRay head and worker, Ray Serve's ``openai_api`` application over vLLM 0.32's CPU build
+    reading the snapshot; Ready, its ``VLLMDeployment`` replica (``num_gpus: 8``) on the worker pod, whose ``ray
+    start`` keeps KubeRay's ``--num-gpus=8``; a chat completion answered through the serve Service with the
+    snapshot's chat template). The rayserve step's ``engine.config`` gets ``tensor_parallel_size`` 1 and the tiny
+    model's ``max_model_len`` (512 for 8192) and its Ray pods ``VLLM_CPU_KVCACHE_SPACE=1`` (``--set``)."""
+    pytest.importorskip("tokenizers")
+    name, namespace, listed = pipeline_steps(SERVING / "pipeline.yaml")
+    steps = {s.name: s for s in listed}
+    assert list(steps) == ["snapshot", "triton", "rayserve"], list(steps)
+    release = Release(tmp_path, name, namespace)
+    release.fsx.mkdir()
+    release.efs.mkdir()
+    (release.fsx / "answers").mkdir()
+    (snapshot,) = (yaml.safe_load(r.read_text()) for r in steps["snapshot"].recipes)
+    model_id = snapshot["hf_model_id"]
+    secret = user_secret(SERVING / "pipeline.yaml", HF_TOKEN)
+    assert secret["metadata"] == {"name": snapshot["hf_secret_name"], "namespace": namespace}, secret
+
+    with HubStandIn(model_id, tiny_chat_model(tmp_path / "hub")) as hub:
+        stream = render_step(release, steps["snapshot"],
+                             {"pre_script": [], "env": [{"name": "HF_ENDPOINT", "value": hub.url}]})
+        job = next(o for o in with_objects(stream, [secret], []) if o["kind"] == "Job")
+        env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}} in env, env
+        out = run_stream(release, stream, "snapshot")
+    assert "ok: Job/" in out, out
+    assert f"GET /api/models/{model_id}/revision/main" in hub.requests
+    sent = list(zip(hub.requests, hub.authorizations, strict=True))
+    assert {a for r, a in sent if model_id in r} == {f"Bearer {HF_TOKEN}"}, sent  # each of the model's requests
+    fetched = release.fsx / "pretrained-models" / model_id
+    assert sorted(p.name for p in fetched.iterdir() if p.is_file()) == sorted(hub.files)
+    assert HF_TOKEN not in out and not _holding(tmp_path, HF_TOKEN), _holding(tmp_path, HF_TOKEN)
+
+    (release.fsx / TRITON_STAND_IN.name).write_text(TRITON_STAND_IN.read_text())
+    stand_in = ["triton.server.command[0]=python3", f"triton.server.command[1]=/fsx/{TRITON_STAND_IN.name}"]
+    stream = pipeline_stream(release, SERVING / "pipeline.yaml", ("triton",), stand_in)
+    objects = [o for o in yaml.safe_load_all(stream.read_text()) if o]
+    (service,) = (o["metadata"]["name"] for o in objects if o["kind"] == "Service")
+    (deployment,) = (o["metadata"]["name"] for o in objects if o["kind"] == "Deployment")
+    with_objects(stream, [], [client_job(
+        "client-triton", namespace, f"http://{service}.{namespace}.svc.cluster.local:8000", "/v2/health/ready",
+        "/v2/models/llama3/generate", {"text_input": PROMPT, "parameters": {"max_tokens": 8}},
+        "/fsx/answers/triton.json")])
+    out = run_stream(release, stream, "triton")
+    assert "nvidia.com/gpu requests of 4 rewritten to none" in out, out
+    assert f"ok: Deployment/{deployment}: ready" in out and "ok: Job/client-triton" in out, out
+    server_log = "".join(p.read_text() for p in (release.root / "logs" / "triton").glob(f"{deployment}-*/*.log"))
+    assert (f"model llama3 (backend vllm) loaded from /fsx/pretrained-models/{model_id}; model.json "
+            '{"model": "/fsx/pretrained-models/meta-llama/Meta-Llama-3-8B-Instruct", "tensor_parallel_size": 4, '
+            '"max_model_len": 8192}') in server_log, server_log[-3000:]
+    answer = json.loads((release.fsx / "answers" / "triton.json").read_text())
+    assert answer["model_name"] == "llama3" and answer["text_output"].startswith(PROMPT), answer
+    assert len(answer["text_output"]) > len(PROMPT), answer
+
+    config = json.loads((fetched / "config.json").read_text())
+    stream = pipeline_stream(release, SERVING / "pipeline.yaml", ("rayserve",), [
+        *serve_on_cpu("rayserve"), "rayserve.engine.config.tensor_parallel_size=1",
+        f"rayserve.engine.config.max_model_len={config['max_position_embeddings']}"])
+    objects = [o for o in yaml.safe_load_all(stream.read_text()) if o]
+    (rayservice,) = (o["metadata"]["name"] for o in objects if o["kind"] == "RayService")
+    engine = next(json.loads(o["data"]["engine-config.json"]) for o in objects
+                  if o["kind"] == "ConfigMap" and "engine-config.json" in (o.get("data") or {}))
+    assert engine["tensor_parallel_size"] == 1 and engine["max_model_len"] == 512, engine
+    model = engine["served_model_name"]
+    messages = [{"role": "user", "content": PROMPT}]
+    with_objects(stream, [], [client_job(
+        "client-rayserve", namespace, f"http://{rayservice}-serve-svc.{namespace}.svc.cluster.local:8000",
+        "/v1/models", "/v1/chat/completions",
+        {"model": model, "messages": messages, "max_tokens": 8, "temperature": 0}, "/fsx/answers/rayserve.json")])
+    out = run_stream(release, stream, "rayserve", timeout=900)
+    assert "nvidia.com/gpu requests of 8 rewritten to none" in out, out
+    assert (f"ok: RayService/{rayservice}: ready (Serve applications RUNNING: llama3; {rayservice}-serve-svc "
+            "answers)") in out, out
+    assert "ok: Job/client-rayserve" in out, out
+    assert "ray start's num-gpus kept from the GPU limits" in out, out
+    placed = re.findall(r"/VLLMDeployment on (\S+?)[;\n]", out)
+    assert len(placed) == 1 and "-worker-" in placed[0], (placed, out)  # the 8-GPU worker, not the head
+    answer = json.loads((release.fsx / "answers" / "rayserve.json").read_text())
+    (choice,) = answer["choices"]
+    assert answer["model"] == model and choice["message"]["role"] == "assistant", answer
+    assert isinstance(choice["message"]["content"], str) and answer["usage"]["completion_tokens"] >= 1, answer
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(fetched)
+    templated = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert answer["usage"]["prompt_tokens"] == len(tokenizer(templated, add_special_tokens=False)["input_ids"]), (
+        answer, templated)  # the snapshot's chat template made the prompt

@@ -2,7 +2,7 @@
 HTTP API that ``huggingface_hub.snapshot_download`` (2.x) uses (``HF_ENDPOINT`` points at it): the revision and its
 file tree (``GET /api/models/<repo>/revision/<rev>``, ``.../tree/<sha>``) and each file (``HEAD``/``GET
 /<repo>/resolve/<sha>/<file>`` with the ``X-Repo-Commit``, ``ETag`` and ``Content-Length`` headers the client reads).
-Records every request path."""
+Records every request path and the ``Authorization`` header each request sent (``""`` when none)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class HubStandIn:
         self.repo_id = repo_id
         self.files = {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*")) if p.is_file()}
         self.requests: list[str] = []
+        self.authorizations: list[str] = []
         self._server: http.server.ThreadingHTTPServer | None = None
 
     def __enter__(self) -> HubStandIn:
@@ -48,6 +49,7 @@ class HubStandIn:
 
             def do_HEAD(self) -> None:
                 hub.requests.append(f"HEAD {self.path}")
+                hub.authorizations.append(self.headers.get("Authorization") or "")
                 found = self._file()
                 if found is None:
                     self.send_error(404)
@@ -57,6 +59,7 @@ class HubStandIn:
 
             def do_GET(self) -> None:
                 hub.requests.append(f"GET {self.path}")
+                hub.authorizations.append(self.headers.get("Authorization") or "")
                 if self.path.startswith(f"/api/models/{hub.repo_id}/tree/"):
                     body = json.dumps([{"type": "file", "path": n, "size": p.stat().st_size,
                                         "oid": hashlib.sha1(p.read_bytes()).hexdigest()}

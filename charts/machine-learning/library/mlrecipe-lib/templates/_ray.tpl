@@ -4,7 +4,7 @@ injects "ray start" into the Ray containers; with "runtime" true the step runtim
 ConfigMap is mounted at /etc/mlrecipe (a RayJob entrypoint runs it on the head).
 */}}
 
-{{/* Usage: include "mlrecipe.rayHeadGroup" (dict "ctx" $ "block" "train" "runtime" true "extraVolumes" .. "extraMounts" ..) */}}
+{{/* Usage: include "mlrecipe.rayHeadGroup" (dict "ctx" $ "block" "train" "runtime" true "extraVolumes" .. "extraMounts" .. "extraEnv" ..) */}}
 {{- define "mlrecipe.rayHeadGroup" -}}
 {{- $ctx := .ctx -}}
 {{- $ray := $ctx.Values.ray | default dict -}}
@@ -23,14 +23,14 @@ template:
   metadata:
     {{- include "mlrecipe.podMeta" (dict "ctx" $ctx "labels" (dict "mlrecipe.io/role" "head")) | nindent 4 }}
   spec:
-    {{- include "mlrecipe.podSpec" (dict "ctx" $ctx "container" "ray-head" "env" $env "runtime" .runtime "noCommand" true
+    {{- include "mlrecipe.podSpec" (dict "ctx" $ctx "container" "ray-head" "env" $env "extraEnv" .extraEnv "runtime" .runtime "noCommand" true
         "resources" (dict "requests" $rres.requests "limits" $rres.limits) "ports" $ports
         "tolerations" $ray.tolerations "nodeType" ($rres.node_type | default "")
         "restartPolicy" (($ray.restart_policy | default dict).head | default "")
         "extraVolumes" .extraVolumes "extraMounts" .extraMounts) | trim | nindent 4 }}
 {{- end -}}
 
-{{/* Usage: include "mlrecipe.rayWorkerGroup" (dict "ctx" $ "block" "train" "runtime" true "group" "training" "replicas" 2 "min" 2 "max" 2 "hosts" 1) */}}
+{{/* Usage: include "mlrecipe.rayWorkerGroup" (dict "ctx" $ "block" "train" "runtime" true "group" "training" "replicas" 2 "min" 2 "max" 2 "hosts" 1 "extraEnv" ..) */}}
 {{- define "mlrecipe.rayWorkerGroup" -}}
 {{- $ctx := .ctx -}}
 {{- $ray := $ctx.Values.ray | default dict -}}
@@ -47,7 +47,7 @@ template:
     metadata:
       {{- include "mlrecipe.podMeta" (dict "ctx" $ctx "labels" (dict "mlrecipe.io/role" "worker")) | nindent 6 }}
     spec:
-      {{- include "mlrecipe.podSpec" (dict "ctx" $ctx "container" "ray-worker" "env" $env "runtime" .runtime "noCommand" true
+      {{- include "mlrecipe.podSpec" (dict "ctx" $ctx "container" "ray-worker" "env" $env "extraEnv" .extraEnv "runtime" .runtime "noCommand" true
           "restartPolicy" (($ray.restart_policy | default dict).worker | default "")
           "lifecycle" (dict "preStop" (dict "exec" (dict "command" (list "/bin/sh" "-c" "ray stop"))))
           "extraVolumes" .extraVolumes "extraMounts" .extraMounts) | trim | nindent 6 }}
