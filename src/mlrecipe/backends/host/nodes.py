@@ -111,6 +111,19 @@ def kill_host(ident: Sequence[int]) -> None:
     signal_group(ident, signal.SIGKILL)
 
 
+def still_running(groups: list[NodeGroup]) -> list[NodeGroup]:
+    """``groups`` cut down, in place, to those whose nodes still run; the others are closed (reaped, pidfds
+    closed). For a starter that keeps the groups it started (local mode's supervisors and endpoint servers)."""
+    running = []
+    for group in groups:
+        if group.alive():
+            running.append(group)
+        else:
+            group.close()
+    groups[:] = running
+    return groups
+
+
 def stop_nodes(idents: Sequence[Sequence[int]], grace: float, reap: Callable[[], object] = lambda: None,
                strays: Callable[[], list[int]] = list) -> bool:
     """Stop nodes by their identities: SIGTERM to each node's process group and to ``strays()`` (processes of the

@@ -29,7 +29,7 @@ from typing import Any
 from mlrecipe.backends.host.devices import visible_gpus
 from mlrecipe.backends.host.grant import DeviceGrant
 from mlrecipe.backends.host.mount_points import mount_argv, user_namespaces_problem
-from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive, identity, stop_nodes, unshare
+from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive, identity, still_running, stop_nodes, unshare
 from mlrecipe.backends.sagemaker.local.archive import ArchiveError, extract_model
 from mlrecipe.backends.sagemaker.local.channels import S3ClientFactory
 from mlrecipe.backends.sagemaker.local.endpoint import EndpointRecord, EndpointStatus, EndpointStore
@@ -190,14 +190,7 @@ class LocalHosting:
         """The servers this client started that still run (those that ended reaped, their pidfds closed)."""
         if not hasattr(self, "_server_groups"):
             self._server_groups: list[NodeGroup] = []
-        running = []
-        for group in self._server_groups:
-            if group.alive():
-                running.append(group)
-            else:
-                group.close()
-        self._server_groups[:] = running
-        return self._server_groups
+        return still_running(self._server_groups)
 
     def _settle(self, name: str, record: EndpointRecord) -> EndpointRecord:
         """A ``Creating`` endpoint becomes ``InService`` once its server is ready, ``Failed`` if it cannot be."""

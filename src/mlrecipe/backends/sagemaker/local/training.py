@@ -21,7 +21,15 @@ from urllib.parse import unquote, urlparse
 
 from mlrecipe.backends.host.devices import Gpu, visible_gpus
 from mlrecipe.backends.host.mount_points import user_namespaces_problem
-from mlrecipe.backends.host.nodes import NodeGroup, NodeSpec, alive, kill_host, node_exit_fd, signal_group
+from mlrecipe.backends.host.nodes import (
+    NodeGroup,
+    NodeSpec,
+    alive,
+    kill_host,
+    node_exit_fd,
+    signal_group,
+    still_running,
+)
 from mlrecipe.backends.sagemaker.local.channels import (
     S3ClientFactory,
     StagingError,
@@ -196,14 +204,7 @@ class LocalTraining:
         """The supervisors this client started that still run (those that ended reaped, their pidfds closed)."""
         if not hasattr(self, "_supervisor_groups"):
             self._supervisor_groups: list[NodeGroup] = []
-        running = []
-        for group in self._supervisor_groups:
-            if group.alive():
-                running.append(group)
-            else:
-                group.close()
-        self._supervisor_groups[:] = running
-        return self._supervisor_groups
+        return still_running(self._supervisor_groups)
 
     def _pids(self, name: str) -> dict[str, Any]:
         try:
