@@ -41,6 +41,17 @@ VALIDATE_TARGET = 0.15
 VALIDATE_LIBRARIES = ("import typer, pydantic, pydantic.fields, pydantic.functional_validators, "
                       "pydantic._internal._generate_schema, yaml")
 
+#: ``mlrecipe`` for ``--against``: the console entry of whichever tree ``PYTHONPATH`` names (before 2026-11-29 it was
+#: ``mlrecipe.cli.app:main``).
+PROGRAM = """#!{python}
+import sys
+try:
+    from mlrecipe.cli.entry import main
+except ImportError:
+    from mlrecipe.cli.app import main
+sys.exit(main())
+"""
+
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system) of one run of ``argv``."""
@@ -83,6 +94,10 @@ def main() -> None:
     recipe = home / "echo.yaml"
     recipe.write_text("image: python:3.11\nprocess:\n  command: [echo]\n  args: [hello]\n")
     cli = str(BIN / "mlrecipe")
+    if args.against:  # a tree older than the console entry of mlrecipe.cli.entry: a program that runs either's
+        cli = str(home / "mlrecipe")
+        Path(cli).write_text(PROGRAM.format(python=sys.executable))
+        Path(cli).chmod(0o755)
     subprocess.run([cli, "install", "bench", "data-prep/data-process", "-f", str(recipe)], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     commands = {

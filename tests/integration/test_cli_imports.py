@@ -3,7 +3,9 @@ real CLI process has imported when it exits, not by a clock (``benchmarks/bench_
 
 Read-only commands on an ended release (``list``, ``status``, ``logs``) and ``--help`` of every verb import no recipe
 model, no backend contract (pydantic), no cloud or cluster client, no torch and no Helm library; ``validate`` loads
-the recipe models and Helm's library (for the values' templates) but no cloud or cluster client and no torch.
+the recipe models and Helm's library (for the values' templates) but no cloud or cluster client and no torch. The
+plain command lines of ``list``, ``status``, ``logs`` and ``validate`` do not import Typer
+(:mod:`mlrecipe.cli.plain_lines`); help does.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ PROBE = textwrap.dedent("""\
     out, args = sys.argv[1], sys.argv[2:]
     atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
     sys.argv = ["mlrecipe", *args]
-    from mlrecipe.cli.app import main
+    from mlrecipe.cli.entry import main  # what the console script runs
     main()
     """)
 BROKEN_MODULE = textwrap.dedent("""\
@@ -45,7 +47,7 @@ BROKEN_MODULE = textwrap.dedent("""\
     module, args = sys.argv[1], sys.argv[2:]
     sys.modules[module] = None  # importing it raises ImportError, as a module with a missing dependency would
     sys.argv = ["mlrecipe", *args]
-    from mlrecipe.cli.app import main
+    from mlrecipe.cli.entry import main
     main()
     """)
 VERBS = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
@@ -80,7 +82,7 @@ def ended_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_read_only_commands_load_no_models_clients_or_helm(args: tuple[str, ...], ended_release: dict[str, str],
                                                             tmp_path: Path) -> None:
     modules = _imported(tmp_path, ended_release, *args)
-    assert _loaded(modules, CLOUD_AND_HEAVY + MODELS_AND_HELM + READ_ONLY_NEEDS_NOT) == []
+    assert _loaded(modules, CLOUD_AND_HEAVY + MODELS_AND_HELM + READ_ONLY_NEEDS_NOT + ("typer",)) == []
     assert "mlrecipe.runner.state" in modules  # it did read the records
 
 
@@ -89,13 +91,14 @@ def test_help_of_every_verb_loads_no_models_clients_or_helm(verb: str, tmp_path:
     env = cli_env(tmp_path / "mlhome")
     modules = _imported(tmp_path, env, *([verb] if verb else []), "--help")
     assert _loaded(modules, CLOUD_AND_HEAVY + MODELS_AND_HELM) == []
+    assert "typer" in modules  # help is Typer's
 
 
 def test_validate_loads_the_models_but_no_cluster_or_cloud_client(tmp_path: Path) -> None:
     env = cli_env(tmp_path / "mlhome")
     modules = _imported(tmp_path, env, "validate", str(EXAMPLES / "quickstart" / "pipeline.yaml"))
     assert "mlrecipe.spec.recipe" in modules
-    assert _loaded(modules, CLOUD_AND_HEAVY + VALIDATE_NEEDS_NOT) == []
+    assert _loaded(modules, CLOUD_AND_HEAVY + VALIDATE_NEEDS_NOT + ("typer",)) == []
 
 
 @pytest.mark.parametrize(("verb", "module"), [("doctor", "mlrecipe.cli.doctor_cmd"),

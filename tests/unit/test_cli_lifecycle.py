@@ -91,7 +91,7 @@ PROGRAM = textwrap.dedent("""
     import gc, sys
     sys.argv[0] = sys.argv[1]
     usual = gc.get_threshold()
-    from mlrecipe.cli import app  # what the console script imports first
+    from mlrecipe.cli import app  # what the console entry imports for the lines Typer reads
     print(gc.get_threshold()[0] > usual[0])
 """)
 

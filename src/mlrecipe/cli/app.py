@@ -17,7 +17,8 @@ from typing import Annotated, Any  # noqa: E402
 
 import typer  # noqa: E402
 
-from mlrecipe.cli import address, output  # noqa: E402
+from mlrecipe.cli import address, output, read_verbs  # noqa: E402
+from mlrecipe.cli.read_verbs import backend_opts  # noqa: E402
 from mlrecipe.errors import ExitCode  # noqa: E402
 
 APP_SETTINGS: dict[str, Any] = {
@@ -78,14 +79,6 @@ KeepOnFailureOpt = Annotated[
 ]
 
 
-def _backend_opts(opts: list[str] | None, kubeconfig: str | None, kube_context: str | None) -> list[str]:
-    """The ``--backend-opt`` expressions, with the Kubernetes shortcuts added."""
-    out = list(opts or [])
-    out += [f"kubeconfig={kubeconfig}"] if kubeconfig else []
-    out += [f"context={kube_context}"] if kube_context else []
-    return out
-
-
 def _install_inputs(
     release: str, chart: str, values: list[Path], sets: list[str] | None, namespace: str | None
 ) -> dict[str, object]:
@@ -116,7 +109,7 @@ def install(
     from mlrecipe.cli import execute
 
     inputs = _install_inputs(release, chart, values, set_, namespace)
-    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    opts = backend_opts(backend_opt, kubeconfig, kube_context)
     raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out, keep_on_failure=keep_on_failure))
 
 
@@ -144,7 +137,7 @@ def run(
     from mlrecipe.runner.release_inputs import PipelineInputs
 
     inputs = PipelineInputs(str(pipeline.resolve()), tuple(set_ or ())).record()
-    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    opts = backend_opts(backend_opt, kubeconfig, kube_context)
     raise typer.Exit(execute.run_inputs(inputs, backend, opts, dry_run, force, out, max_parallel, keep_going,
                                         keep_on_failure))
 
@@ -165,7 +158,7 @@ def template(
     from mlrecipe.cli import execute
 
     inputs = _install_inputs(release, chart, values, set_, namespace)
-    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    opts = backend_opts(backend_opt, kubeconfig, kube_context)
     raise typer.Exit(execute.run_inputs(inputs, backend, opts, True, False, "text"))
 
 
@@ -187,10 +180,7 @@ def validate(
     With --backend (or a pipeline's backend:), each step is also planned for that backend, exactly as
     'run --dry-run' would, so that "valid" means "renders": e.g. a Kubernetes chart's 'image is required'.
     """
-    from mlrecipe.cli import inspect_cmd
-
-    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(inspect_cmd.validate(file, chart, out, backend, opts))
+    raise typer.Exit(read_verbs.validate(file, chart, out, backend, backend_opt, kubeconfig, kube_context))
 
 
 @app.command()
@@ -214,18 +204,13 @@ def status(
     kube_context: KubeContextOpt = None,
 ) -> None:
     """Show the state of one release (or of all); a serving step whose server is gone shows as such."""
-    from mlrecipe.cli import inspect_cmd
-
-    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(inspect_cmd.status(release, namespace, backend, out, opts))
+    raise typer.Exit(read_verbs.status(release, namespace, backend, out, backend_opt, kubeconfig, kube_context))
 
 
 @app.command("list")
 def list_(out: OutputOpt = "text") -> None:
     """List releases with their backend, namespace and state."""
-    from mlrecipe.cli import inspect_cmd
-
-    raise typer.Exit(inspect_cmd.status(None, None, None, out, []))
+    raise typer.Exit(read_verbs.list_(out))
 
 
 @app.command()
@@ -241,10 +226,8 @@ def logs(
     kube_context: KubeContextOpt = None,
 ) -> None:
     """Print the log of one node of a step."""
-    from mlrecipe.cli import inspect_cmd
-
-    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
-    raise typer.Exit(inspect_cmd.logs(release, step, follow, rank, namespace, backend, opts))
+    raise typer.Exit(read_verbs.logs(release, step, follow, rank, namespace, backend, backend_opt, kubeconfig,
+                                     kube_context))
 
 
 @app.command()
@@ -262,7 +245,7 @@ def resume(
     """Continue a failed or interrupted release: steps that succeeded unchanged are not run again."""
     from mlrecipe.cli import execute
 
-    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    opts = backend_opts(backend_opt, kubeconfig, kube_context)
     raise typer.Exit(execute.resume(release, namespace, backend, out, opts, max_parallel, keep_going))
 
 
@@ -282,7 +265,7 @@ def uninstall(
     """
     from mlrecipe.cli import execute
 
-    opts = _backend_opts(backend_opt, kubeconfig, kube_context)
+    opts = backend_opts(backend_opt, kubeconfig, kube_context)
     raise typer.Exit(execute.uninstall(release, namespace, backend, opts))
 
 

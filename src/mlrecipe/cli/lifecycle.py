@@ -39,9 +39,10 @@ def begin() -> None:
 
 
 def begin_if_program(argv0: str) -> None:
-    """:func:`begin` already while the CLI's modules load, in the ``mlrecipe`` program (``argv0`` names it): its
-    console script imports ``mlrecipe.cli.app`` (Typer and its ~40,000 objects, 5-10 ms of collections at the usual
-    pace) before ``main`` runs. A process that imports the CLI as a library is left alone."""
+    """:func:`begin` already while the CLI's modules load, in the ``mlrecipe`` program (``argv0`` names it): a
+    console script installed before :mod:`mlrecipe.cli.entry` existed imports ``mlrecipe.cli.app`` (Typer and its
+    ~40,000 objects, 5-10 ms of collections at the usual pace) before ``main`` runs; the entry itself begins before
+    it imports Typer. A process that imports the CLI as a library is left alone."""
     if argv0.replace("\\", "/").rsplit("/", 1)[-1] in ("mlrecipe", "mlrecipe.exe"):
         begin()
 

@@ -1,0 +1,45 @@
+"""The ``mlrecipe`` program's entry point: a plain command line of a verb people run in loops (``status``, ``list``,
+``logs``, ``validate``: :mod:`mlrecipe.cli.plain_lines`) runs without importing Typer; every other line runs
+through the Typer app (:func:`mlrecipe.cli.app.main`), which prints help and usage errors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mlrecipe.cli import lifecycle
+
+
+def main() -> None:
+    """Console entry point: exits with the command's exit code."""
+    lifecycle.begin()
+    from mlrecipe.cli.plain_lines import parse
+
+    plain = parse(sys.argv[1:])
+    if plain is None:
+        from mlrecipe.cli.app import main as typer_main
+
+        typer_main()
+        return
+    function, arguments = plain
+    sys.exit(run_guarded(function, arguments))
+
+
+def run_guarded(function: str, arguments: dict[str, object]) -> int:
+    """Run :mod:`mlrecipe.cli.read_verbs`'s ``function`` as the Typer app runs a command: mlrecipe's errors as one
+    line and their exit code, Ctrl-C as ``INTERRUPTED``, a reader that went away (``| head``) without a traceback."""
+    from mlrecipe.cli import output, read_verbs
+    from mlrecipe.errors import ExitCode, MlrecipeError
+
+    try:
+        return int(getattr(read_verbs, function)(**arguments))
+    except MlrecipeError as exc:
+        return output.print_error(exc)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's advice: no error at exit
+        return 1
+    finally:
+        lifecycle.end()
