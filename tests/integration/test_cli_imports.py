@@ -3,7 +3,8 @@ real CLI process has imported when it exits, not by a clock (``benchmarks/bench_
 
 Read-only commands on an ended release (``list``, ``status``, ``logs``) and ``--help`` of every verb import no recipe
 model, no backend contract (pydantic), no cloud or cluster client, no torch and no Helm library; ``validate`` loads
-the recipe models and Helm's library (for the values' templates) but no cloud or cluster client and no torch. The
+the recipe models but no cloud or cluster client, no torch, and Helm's library only for expressions beyond plain
+fields (the quickstart's are plain). The
 plain command lines of ``list``, ``status``, ``logs`` and ``validate`` do not import Typer
 (:mod:`mlrecipe.cli.plain_lines`); help does.
 """
@@ -31,9 +32,10 @@ MODELS_AND_HELM = ("pydantic", "mlrecipe.spec.recipe", "mlrecipe.spec.load", "ml
 #: release without the check has not; ``mlrecipe.metrics``: for a running step's progress figures).
 READ_ONLY_NEEDS_NOT = ("mlrecipe.runtime.step_runtime", "mlrecipe.metrics")
 #: Modules ``validate`` of the quickstart (no watchdog, no cluster) once loaded for nothing (``importlib.metadata``:
-#: for pydantic's plugin scan, which the CLI skips).
+#: for pydantic's plugin scan, which the CLI skips; the Helm engine, subprocess, tarfile: for expressions beyond
+#: plain fields, which the quickstart has not).
 VALIDATE_NEEDS_NOT = ("mlrecipe.runtime.step_runtime", "mlrecipe.runner", "mlrecipe.backends.registry",
-                      "importlib.metadata")
+                      "importlib.metadata", "helm_python", "mlrecipe.helm.render", "tarfile", "subprocess")
 PROBE = textwrap.dedent("""\
     import atexit, json, sys
     out, args = sys.argv[1], sys.argv[2:]

@@ -14,18 +14,14 @@ in a child process with at most :data:`MEMORY_LIMIT` bytes of address space and 
 from __future__ import annotations
 
 import functools
-import io
 import json
 import math
 import re
-import resource
-import subprocess
+import resource  # at import: _limit_memory runs in the forked child, where importing is not safe
 import sys
-import tarfile
 from typing import Any
 
 from mlrecipe.errors import TemplateError
-from mlrecipe.helm._engine import LOCK
 
 _KEY = "__mlrecipe_strings"
 _TEMPLATE = (
@@ -61,7 +57,12 @@ _BIG_NUMBER = re.compile(r"\d{7,}")
 @functools.lru_cache(maxsize=1)
 def _chart() -> Any:
     """The tiny chart, from an archive built in memory (no temporary directory to clean up)."""
+    import io
+    import tarfile
+
     import helm_python
+
+    from mlrecipe.helm._engine import LOCK
 
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:gz") as tar:
@@ -102,6 +103,8 @@ def _detail(exc: Exception) -> str:
 
 def _render(strings: list[str], values: dict[str, Any], release: str, namespace: str) -> list[str]:
     """Evaluate in this process; raises helm_python's ``HelmError``."""
+    from mlrecipe.helm._engine import LOCK  # the engine's modules only where Helm runs (not for plain fields)
+
     with LOCK:
         rendered = _chart().render({**values, _KEY: strings}, name=release, namespace=namespace)
     return list(json.loads(next(iter(rendered.values()), "[]")))
@@ -120,6 +123,8 @@ def _limit_memory() -> None:
 
 def _render_bounded(strings: list[str], values: dict[str, Any], release: str, namespace: str) -> list[str]:
     """Evaluate in a child process under :data:`MEMORY_LIMIT` and :data:`TIME_LIMIT`."""
+    import subprocess
+
     payload = json.dumps({"strings": strings, "values": values, "release": release, "namespace": namespace})
     try:
         done = subprocess.run([sys.executable, "-m", "mlrecipe.helm.tpl"], input=payload, capture_output=True,
