@@ -8,9 +8,9 @@
   it cannot apply where the environment is complete (``KEPT_SKIPS``), stay skips.
 
 - ``make test`` runs the suite on two xdist workers, one test file at a time per worker (``--dist loadfile``: a
-  module's fixtures are made once), and ``tests/slurm`` in a process of its own (the tests without Ray beside the
-  workers, ``-m ray`` after them): its files share one test cluster on fixed ports (xdist 3.8's ``loadgroup``
-  cannot group them: it renames ``item._nodeid``, which pytest 9 no longer reads).
+  module's fixtures are made once), and ``tests/slurm`` in a process of its own beside the workers: its files share
+  one test cluster on fixed ports (xdist 3.8's ``loadgroup`` cannot group them: it renames ``item._nodeid``, which
+  pytest 9 no longer reads).
 - On the xdist workers the files of ``SLOWEST_FILES`` come first, then the other files that start processes, then
   the rest; and xdist takes the files in that order (its default takes the files with most tests first, which left
   the slowest, one-test files for last: one worker ran them for a minute or two while the other had nothing left).
