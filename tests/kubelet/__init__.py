@@ -5,11 +5,11 @@
 processes here: each container in its own mount, UTS and PID namespaces (``unshare``, as root) with the pod's
 hostname, an ``/etc/hosts`` resolving the pod's names and those of the Services to each pod's own loopback address
 127.0.0.N, its ConfigMaps and Secrets materialised (volumes with items and modes, ``secretKeyRef``,
-``configMapKeyRef``, ``envFrom``), PVCs as directories shared by the run, ``emptyDir`` fresh per pod, a fresh /tmp
-and /root (the image's writable layer; what of this machine stands for the image and lies there, pyenv's Python
-under /root or a checkout under /tmp, is mounted back over them), init containers first, ``command``/``args`` with
-``$(VAR)`` expansion, the image's ENTRYPOINT/CMD from a small table (:mod:`tests.kubelet.images`) when the container
-has no command.
+``configMapKeyRef``, ``envFrom``), PVCs as directories shared by the run, ``emptyDir`` fresh per pod, a fresh
+/tmp, /var/tmp and /root (the image's writable layer; what of this machine stands for the image and lies there,
+pyenv's Python under /root or a checkout under /tmp, is mounted back over them), init containers first,
+``command``/``args`` with ``$(VAR)`` expansion, the image's ENTRYPOINT/CMD from a small table
+(:mod:`tests.kubelet.images`) when the container has no command.
 
 Covered kinds: batch ``Job`` (:mod:`.controllers.job`), ``PyTorchJob`` v1 as training-operator v1.9
 (:mod:`.controllers.pytorchjob`), ``MPIJob`` v2beta1 as mpi-operator v0.6.0 with real sshd on the workers and real

@@ -2,7 +2,7 @@
 container's filesystem view, set its hostname, become its command. Standard library only; started as
 ``python3 enter.py PLAN.json`` by :mod:`tests.kubelet.container`.
 
-The plan: ``{"hostname", "layer": [paths that get a fresh tmpfs: the image's writable /tmp and /root],
+The plan: ``{"hostname", "layer": [paths that get a fresh tmpfs: the image's writable /tmp, /var/tmp and /root],
 "mounts": [{"source", "target", "readonly"}], "argv", "env", "workdir"}``. Every source is opened before anything is
 mounted, so a source under /tmp stays reachable after /tmp is replaced.
 """
@@ -33,7 +33,8 @@ def main(plan_path: str) -> None:
     fds = [os.open(m["source"], os.O_PATH) for m in plan["mounts"]]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     for path in plan["layer"]:
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" if path == "/tmp" else "mode=0700")
+        mode = "mode=1777" if path in ("/tmp", "/var/tmp") else "mode=0700"
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, mode)
     for mount, fd in zip(plan["mounts"], fds, strict=True):
         target = mount["target"]
         if not os.path.lexists(target):

@@ -2,9 +2,10 @@
 
 No image is pulled. Like the local backend (``src/mlrecipe/backends/host/images.py``), an image maps to a Python
 environment beside this checkout whose ``bin`` goes first on the container's ``PATH``: vLLM's and Ray's images to
-``.venv-vllm``, Triton's to ``.venv-triton``, NeMo's to ``.venv-nemo2`` (each where it exists), every other image to
-``.venv``. ENTRYPOINT/CMD are used only when a container gives no ``command`` (the kubelet's rule); an image that is
-not in the table and has no command fails the pod, naming the image.
+``.venv-vllm``, Triton's to ``.venv-triton``, NeMo's to ``.venv-nemo2`` (each where it exists), every other image
+(AWS Neuron's training image included: torch on CPU, no Neuron SDK) to ``.venv``. ENTRYPOINT/CMD are used only
+when a container gives no ``command`` (the kubelet's rule); an image that is not in the table and has no command
+fails the pod, naming the image.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ TABLE: tuple[Image, ...] = (
     Image("nvcr.io/nvidia/tritonserver*", cmd=("tritonserver",), venv=".venv-triton"),
     Image("nvcr.io/nvidia/nemo:*", cmd=("bash",), venv=".venv-nemo2", image_bin="pytorch"),
     Image("nvcr.io/nvidia/pytorch:*", cmd=("bash",)),
+    # AWS Neuron's training DLC (aws-neuron/deep-learning-containers docker/pytorch/training/2.6.0/Dockerfile.neuronx):
+    # ENTRYPOINT ["bash", "-m", "start_with_right_hostname.sh"] (runs its arguments; it fixes the hostname on
+    # SageMaker only), CMD ["/bin/bash"]; its torch-neuronx, neuronx-cc and Neuron runtime are not here: torch on CPU
+    Image("public.ecr.aws/neuron/pytorch-training-neuronx*", cmd=("/bin/bash",)),
     # mpioperator/base (v0.6.0 build/base/Dockerfile): no ENTRYPOINT; openmpi adds openmpi-bin
     Image("mpioperator/*", cmd=("bash",)),
     Image("*python:*", cmd=("python3",)),

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 #: resources this machine has none of: requests and limits of them are dropped (and said)
 DEVICE_RESOURCES = re.compile(r"^(nvidia\.com/|amd\.com/gpu|vpc\.amazonaws\.com/efa|aws\.amazon\.com/neuron)")
 #: the image's own writable directories: a fresh tmpfs in every container, unless a volume is mounted there
-LAYER = ["/tmp", "/root"]
+#: (/var/tmp too: programs keep caches there, e.g. Neuron's compile cache, that a pod never shares with another)
+LAYER = ["/tmp", "/var/tmp", "/root"]
 
 
 def kept_under_layer(repo: Path) -> list[Mount]:

@@ -8,7 +8,9 @@ The megatron example runs all seven steps: tokenizer, data, pretrain, evaluate a
 client's ``MLRECIPE_SERVE_URL`` is what the pipeline gives it). ``examples/eks/training`` (``pipeline.yaml``) runs
 the same way: Megatron tokenization and pretraining, then an accelerate fine-tune. ``examples/eks/serving`` runs its
 snapshot (hf-snapshot, the token from a Secret), then each server with a client Job in one harness run: Triton
-(a Deployment) and Ray Serve + vLLM (a RayService), both on the snapshot.
+(a Deployment) and Ray Serve + vLLM (a RayService), both on the snapshot. ``examples/eks/neuron`` runs its two
+PyTorchJob steps, compile (``NEURON_EXTRACT_GRAPHS_ONLY=1``) then pretrain, as the pipeline renders them, 2 nodes x
+1 process, on a CPU stand-in for the Neuron program (below).
 
 The sizes overlay (:func:`fine_tune_sizes`) makes 2 nodes x 1 process, asks 1 CPU, and cuts the step counts; the
 harness drops the GPU/EFA requests (and says so). The model step runs as rendered: its script is the chart's
@@ -25,7 +27,11 @@ Stand-ins, said here and in docs/verified.md:
   build a 1 GiB KV cache (:data:`SERVE_ON_CPU`);
 - serving: the Hub is a server on 127.0.0.1 serving a tiny Llama under the recipe's model id, the rayserve step
   gets ``tensor_parallel_size`` 1, the tiny model's ``max_model_len`` and the 1 GiB KV cache, and the Triton container
-  runs a stand-in for the vLLM backend, which cannot run here (:mod:`tests.kubelet_runs.triton_vllm_stand_in`).
+  runs a stand-in for the vLLM backend, which cannot run here (:mod:`tests.kubelet_runs.triton_vllm_stand_in`);
+- neuron: Neuron's compiler and runtime do not run (no Neuron device, no neuronx wheels): ``git.repo_url`` points at
+  a repository on 127.0.0.1 (:mod:`tests.kubelet_runs.git_stand_in`) holding, at the recipe's script path, a CPU
+  program (:mod:`tests.kubelet_runs.neuron_stand_in`: gloo rendezvous and all-reduce, the env and args it was given,
+  graphs into the Neuron cache in compile mode, a checkpoint in the pretrain step); the image maps to ``.venv``.
 
 Not named ``test_*.py``: 2-10 minutes per example, beyond ``make test``'s budget."""
 
@@ -43,6 +49,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.kubelet_runs.git_stand_in import GitStandIn
 from tests.kubelet_runs.hub_stand_in import HubStandIn
 from tests.repo import BIN, EXAMPLES, REPO, cli_env
 
@@ -711,3 +718,93 @@ def test_eks_serving_example_snapshot_triton_rayserve(tmp_path: Path) -> None:
     templated = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert answer["usage"]["prompt_tokens"] == len(tokenizer(templated, add_special_tokens=False)["input_ids"]), (
         answer, templated)  # the snapshot's chat template made the prompt
+
+
+NEURON = EXAMPLES / "eks" / "neuron"
+NEURON_STAND_IN = Path(__file__).with_name("neuron_stand_in.py")
+
+
+def neuron_sizes(step: str, repo_url: str) -> list[str]:
+    """The ``--set`` cutting a neuron step to 2 nodes x 1 process and pointing its ``git.repo_url`` at ``repo_url``."""
+    return [f"{step}.resources.nnodes=2", f"{step}.resources.nproc_per_node=1", f"{step}.git.repo_url={repo_url}"]
+
+
+def _neuron_reports(release: Release, step: str) -> list[dict]:
+    """What each rank of ``step`` saw (:mod:`tests.kubelet_runs.neuron_stand_in`), by rank."""
+    found = sorted((release.home() / "neuron-stand-in" / step).glob("rank-*.json"))
+    return [json.loads(f.read_text()) for f in found]
+
+
+def test_neuron_eks_pipeline_compile_then_pretrain(tmp_path: Path) -> None:
+    """``examples/eks/neuron``: both PyTorchJob steps as ``mlrecipe run --dry-run`` renders the pipeline (the compile
+    step's ``pre_script`` ``export NEURON_EXTRACT_GRAPHS_ONLY=1`` from the pipeline's step values), one after the
+    other with the release's claims, each 2 nodes x 1 process (``--set``; the harness drops the Neuron and EFA
+    requests and says so). Stand-ins: ``git.repo_url`` is a repository on 127.0.0.1 (:mod:`.git_stand_in`, branch
+    ``main`` as the recipe's) holding at the recipe's script path a CPU stand-in for the Neuron program
+    (:mod:`.neuron_stand_in`); Neuron's compiler and runtime do not run. Checked: every pod cloned the repository
+    into ``$HOME/tmp/<pod>`` (removed after) and ran the script there under torchrun; the ranks' rendezvous across
+    the 2 pods and a gloo all-reduce (1 + 2); the env the training operator and torchrun give (``PET_*``,
+    ``MASTER_ADDR`` = the master pod, ``WORLD_SIZE`` 2, ``RANK`` = the node's rank) and the recipe's (``HOME`` on the
+    EFS claim, ``FI_PROVIDER=efa``, ``NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS``); the recipe's args
+    (``--tensor_parallel_size 8 --seq_len 4096 --checkpoint_dir $HOME/checkpoints``, expanded); compile's ranks had
+    ``NEURON_EXTRACT_GRAPHS_ONLY=1``, extracted their graphs into the Neuron cache and saved no checkpoint; pretrain's
+    ranks had no ``NEURON_EXTRACT_GRAPHS_ONLY``, found every graph compile left in the cache (the recipe's
+    ``NEURON_CC_FLAGS --cache_dir`` on the EFS claim) and saved a checkpoint per rank under ``$HOME/checkpoints``."""
+    name, namespace, listed = pipeline_steps(NEURON / "pipeline.yaml")
+    assert [s.name for s in listed] == ["compile", "pretrain"], [s.name for s in listed]
+    (recipe,) = {r.read_text() for s in listed for r in s.recipes}
+    recipe_values = yaml.safe_load(recipe)
+    script, branch = recipe_values["launcher"]["script"], recipe_values["git"]["branch"]
+    assert recipe_values["launcher"]["type"] == "torchrun", recipe_values["launcher"]
+    release = Release(tmp_path, name, namespace)
+    release.fsx.mkdir()
+    release.efs.mkdir()
+    home = f"/efs/home/{name}"
+    with GitStandIn(tmp_path / "git", "neuronx-distributed.git", {script: NEURON_STAND_IN.read_text()}, branch) as repo:
+        sets = [*neuron_sizes("compile", repo.url), *neuron_sizes("pretrain", repo.url)]
+        for step in ("compile", "pretrain"):
+            stream = pipeline_stream(release, NEURON / "pipeline.yaml", (step,), sets)
+            out = run_stream(release, stream, step)
+            assert "aws.amazon.com/neuron requests of 16 rewritten to none" in out, out
+            assert "vpc.amazonaws.com/efa limits of 8 rewritten to none" in out, out
+            assert f"ok: PyTorchJob/pytorchjob-{name}-{step}" in out, out
+            checkpoints = release.home() / "checkpoints"
+            if step == "compile":
+                assert not checkpoints.exists() or not any(checkpoints.iterdir()), sorted(checkpoints.iterdir())
+    assert sum(r.endswith("/info/refs?service=git-upload-pack") for r in repo.requests) == 4, repo.requests
+    clones = sorted(p.name for p in (release.home() / "tmp").iterdir())  # a worker may be stopped before removing its
+    assert not any(c.endswith("-master-0") for c in clones), clones  # the masters' removed theirs: their scripts ended
+    pretrain = _neuron_reports(release, "pretrain")
+    assert pretrain and all(r["cache_hit"] for r in pretrain), "pretrain found compile's graphs: " + json.dumps(
+        [{k: r.get(k) for k in ("rank", "cache", "cache_hit")} for r in pretrain])
+
+    graphs = set()
+    for step in ("compile", "pretrain"):
+        reports = _neuron_reports(release, step)
+        assert [r["rank"] for r in reports] == [0, 1], reports
+        master = f"pytorchjob-{name}-{step}-master-0"
+        for rank, seen in enumerate(reports):
+            env, pod = seen["env"], master if rank == 0 else f"pytorchjob-{name}-{step}-worker-0"
+            assert seen["hostname"] == pod and seen["world_size"] == 2 and seen["all_reduce"] == 3.0, seen
+            assert seen["script"] == f"{home}/tmp/{pod}/{script}", seen["script"]
+            assert seen["cwd"] == env["GIT_CLONE_DIR"] == f"{home}/tmp/{pod}", seen
+            assert {k: env[k] for k in ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "GROUP_RANK", "RANK",
+                                        "LOCAL_RANK", "WORLD_SIZE", "PET_MASTER_ADDR", "MASTER_ADDR")} == {
+                "PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": str(rank), "GROUP_RANK": str(rank),
+                "RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": "2", "PET_MASTER_ADDR": master,
+                "MASTER_ADDR": master}, env
+            assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "23456", env
+            assert env["HOME"] == home and env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1", env
+            assert env["NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS"] == "3" and env["MLRECIPE_STEP"] == step, env
+            assert seen["args"] == {"tensor_parallel_size": 8, "seq_len": 4096,
+                                    "checkpoint_dir": f"{home}/checkpoints"}, seen["args"]
+            assert seen["cache"].startswith(f"{home}/neuron-cache/MODULE_"), seen["cache"]
+            if step == "compile":
+                assert env["NEURON_EXTRACT_GRAPHS_ONLY"] == "1" and seen["mode"] == "extract-graphs", seen
+                graphs.add(seen["cache"])
+            else:
+                assert env["NEURON_EXTRACT_GRAPHS_ONLY"] is None and seen["mode"] == "train", seen
+                assert seen["cache_hit"] and seen["cache"] in graphs, (seen, graphs)
+    checkpoint = release.home() / "checkpoints"
+    assert sorted(p.name for p in (checkpoint / "step_1").iterdir()) == ["rank-0.pt", "rank-1.pt"]
+    assert (checkpoint / "newest").read_text() == "step_1\n"
