@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHARTS = REPO / "charts" / "machine-learning"
 RUNTIME = REPO / "src" / "mlrecipe" / "runtime" / "step_runtime.py"
 MOUNT_SCRIPT = REPO / "src" / "mlrecipe" / "backends" / "host" / "mount_points.sh"
+HELP_TEXTS = REPO / "src" / "mlrecipe" / "cli" / "help_texts.json"
 DATA = "mlrecipe/_data/"
 #: The workload kind each catalog chart renders (besides its ConfigMap, Services ...).
 WORKLOAD = {
@@ -89,6 +90,7 @@ def test_the_wheel_holds_every_chart_as_real_files(wheels: dict[str, Path], buil
         runtime = RUNTIME.read_bytes()
         assert zf.read("mlrecipe/runtime/step_runtime.py") == runtime
         assert zf.read("mlrecipe/backends/host/mount_points.sh") == MOUNT_SCRIPT.read_bytes(), "nodes run it by path"
+        assert zf.read("mlrecipe/cli/help_texts.json") == HELP_TEXTS.read_bytes(), "'mlrecipe VERB --help' reads it"
         library = sorted(_resolved_files(CHARTS / "library" / "mlrecipe-lib"))
         assert "Chart.yaml" in library and any(f.startswith("templates/") for f in library)
         for name in CATALOG:

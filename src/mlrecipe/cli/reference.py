@@ -1,14 +1,15 @@
-"""The reference pages generated from the code: the CLI (typer's commands) and every backend's options.
+"""The reference pages generated from the code: the CLI (typer's commands) and every backend's options; and the
+verbs' help texts the console entry prints without Typer (:mod:`mlrecipe.cli.help_texts`).
 
 ``make docs`` (``python -m mlrecipe.cli.reference``) writes them; ``tests/unit/test_docs.py`` fails when a
-committed page differs from a fresh generation, so the docs follow the code.
+committed file differs from a fresh generation, so the docs follow the code.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,16 +93,26 @@ def options_page() -> str:
     return "\n".join(lines)
 
 
-PAGES = {CLI_PAGE: cli_page, OPTIONS_PAGE: options_page}
+def help_texts() -> str:
+    """The kept help texts (:func:`mlrecipe.cli.help_texts.generate`), without the newline :func:`main` adds."""
+    from mlrecipe.cli.help_texts import generate
+
+    return generate().removesuffix("\n")
+
+
+def generated_files() -> dict[Path, Callable[[], str]]:
+    """Each generated file and what renders it."""
+    from mlrecipe.cli.help_texts import HELP_FILE
+
+    return {DOCS / CLI_PAGE: cli_page, DOCS / OPTIONS_PAGE: options_page, HELP_FILE: help_texts}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the generated pages under ``docs/`` (``--check``: exit 1 naming the stale ones instead)."""
+    """Write the generated files (``--check``: exit 1 naming the stale ones instead)."""
     check = "--check" in (argv if argv is not None else sys.argv[1:])
     stale = []
-    for page, render in PAGES.items():
+    for target, render in generated_files().items():
         text = render() + "\n"
-        target = DOCS / page
         if check:
             if not target.is_file() or target.read_text(encoding="utf-8") != text:
                 stale.append(str(target))
