@@ -91,7 +91,7 @@ def test_read_only_commands_load_no_models_clients_or_helm(args: tuple[str, ...]
 
 @pytest.mark.parametrize("verb", ["", *VERBS])
 def test_help_of_every_verb_loads_no_models_clients_or_helm(verb: str, tmp_path: Path) -> None:
-    env = cli_env(tmp_path / "mlhome")
+    env = {**cli_env(tmp_path / "mlhome"), "COLUMNS": "80"}  # the kept help's width (mlrecipe.cli.help_texts)
     modules = _imported(tmp_path, env, *([verb] if verb else []), "--help")
     assert _loaded(modules, CLOUD_AND_HEAVY + MODELS_AND_HELM) == []
     kept = verb and verb not in COMMAND_MODULES  # printed from mlrecipe.cli.help_texts
