@@ -120,7 +120,7 @@ _CParser: Any = getattr(getattr(yaml, "cyaml", None), "CParser", None)  # None: 
 #: Texts only the pure-Python parser reads: with a character its reader refuses (its message names it), or a tab, a
 #: ``?`` or a byte-order mark, with which libyaml accepts what PyYAML refuses (``:#<tab>x`` as a key, ``{cpu? 1}``, a
 #: mark starting a line), found by comparing the two on mutated recipes (``tests/unit/test_yaml_fast_parser.py``).
-_PURE_PYTHON_ONLY = re.compile(yaml.reader.Reader.NON_PRINTABLE.pattern + r"|[\t?\ufeff]")
+_PURE_PYTHON_ONLY = (yaml.reader.Reader.NON_PRINTABLE, re.compile("[\t?\ufeff]"))  # PyYAML's own, compiled once
 
 
 if _CParser is not None:
@@ -229,7 +229,7 @@ def parse_yaml(text: str, file: str) -> YamlDoc:
     """
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise _too_big(file, None)
-    if _CParser is not None and not _PURE_PYTHON_ONLY.search(text):
+    if _CParser is not None and not any(pattern.search(text) for pattern in _PURE_PYTHON_ONLY):
         try:
             return _read(_FastLoader(text), file)
         except _Refused as exc:
