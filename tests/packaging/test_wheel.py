@@ -1,7 +1,9 @@
 """The package works outside the checkout.
 
 The wheel (built straight from the checkout, as ``pip install .`` does, and from the sdist, as ``python -m build``
-and ``pip install mlrecipe-*.tar.gz`` do) holds every chart with its library chart and the step runtime as real
+and ``pip install mlrecipe-*.tar.gz`` do; both from a copy of the checkout's files as a fresh clone has them: a
+``*.egg-info`` left by an editable install lists package data that pyproject may not, and setuptools would take it
+from there) holds every chart with its library chart and the step runtime as real
 files, the mount script nodes run by path, and the examples. Installed into a fresh environment outside the
 checkout, it renders every catalog chart for Kubernetes exactly as the checkout does, runs a one-step recipe on the
 local backend and plans the quickstart.
@@ -10,6 +12,7 @@ local backend and plans the quickstart.
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -58,17 +61,36 @@ def _pip_wheel(source: Path, out: Path) -> Path:
     return path
 
 
+def fresh_copy(target: Path) -> Path:
+    """The checkout's files as a fresh clone has them (tracked, and untracked but not ignored: what is being
+    added), links kept as links; no ``build/`` or ``*.egg-info`` of earlier builds."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            check=True, capture_output=True, timeout=60).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source, copy = REPO / name, target / name
+        if not source.is_symlink() and not source.exists():
+            continue  # deleted in the working tree, not yet in git
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            copy.symlink_to(os.readlink(source))
+        else:
+            shutil.copy2(source, copy)
+    return target
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``checkout``: ``pip wheel`` of the checkout; ``sdist``: the sdist of the checkout, then its wheel."""
+    """``checkout``: ``pip wheel`` of the checkout; ``sdist``: the sdist of the checkout, then its wheel (the
+    checkout: :func:`fresh_copy`)."""
     out = tmp_path_factory.mktemp("dist")
+    checkout = fresh_copy(out / "tree")
     sdist_dir = out / "sdist-archive"
     sdist_dir.mkdir()
     subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
                     "build_meta.build_sdist(sys.argv[1])", str(sdist_dir)],
-                   check=True, timeout=300, cwd=REPO, capture_output=True)
+                   check=True, timeout=300, cwd=checkout, capture_output=True)
     (sdist,) = sdist_dir.glob("mlrecipe-*.tar.gz")
-    return {"checkout": _pip_wheel(REPO, out / "checkout"), "sdist": _pip_wheel(sdist, out / "sdist")}
+    return {"checkout": _pip_wheel(checkout, out / "checkout"), "sdist": _pip_wheel(sdist, out / "sdist")}
 
 
 def _resolved_files(root: Path) -> dict[str, Path]:
