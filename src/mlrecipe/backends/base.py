@@ -29,7 +29,7 @@ from mlrecipe.errors import SpecIssue
 from mlrecipe.metrics import METRICS_FILE
 from mlrecipe.spec.catalog import StepKind
 from mlrecipe.spec.load import StepSpec
-from mlrecipe.spec.model import Model
+from mlrecipe.spec.model import PROTECTED_NAMESPACES, Model
 from mlrecipe.states import StepState as StepState  # the contract names it; its own module keeps it light
 
 
@@ -85,7 +85,7 @@ class BackendOptions(Model):
 class StepHandle(BaseModel):
     """What identifies a submitted step, persisted as JSON in the release state (typed per backend)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", protected_namespaces=PROTECTED_NAMESPACES)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

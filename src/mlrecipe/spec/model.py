@@ -30,11 +30,17 @@ def new_dict() -> dict[str, Any]:
     return {}
 
 
+#: The prefixes a field may not take (pydantic 2.10's default; before 2.10 every ``model_`` name warned, and recipes
+#: have ``model_data``, ``model_from``).
+PROTECTED_NAMESPACES = ("model_validate", "model_dump")
+
+
 class Model(BaseModel):
     """Base of every spec model and backend options model: unknown keys are errors and null values fall back
     to defaults."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, defer_build=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, defer_build=True,
+                              protected_namespaces=PROTECTED_NAMESPACES)
 
     @model_validator(mode="before")
     @classmethod
