@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: Programs an image has that its environment here lacks, as small scripts run by the environment's ``python3``:
 #: ``image_bin/<name>/`` goes on ``PATH`` after the environment's ``bin`` (``pytorch``: ``torchrun``, which NVIDIA's
-#: PyTorch image and the images built on it, NeMo's, have; ``.venv-nemo2`` reuses torch without its scripts).
+#: PyTorch image and the images built on it, NeMo's, have; ``.venv-nemo2`` reuses torch without its scripts;
+#: ``neuronx``: a stand-in for ``neuron_parallel_compile``, which AWS Neuron's training image has).
 IMAGE_BIN = Path(__file__).resolve().parent / "image_bin"
 
 
@@ -45,8 +46,9 @@ TABLE: tuple[Image, ...] = (
     Image("nvcr.io/nvidia/pytorch:*", cmd=("bash",)),
     # AWS Neuron's training DLC (aws-neuron/deep-learning-containers docker/pytorch/training/2.6.0/Dockerfile.neuronx):
     # ENTRYPOINT ["bash", "-m", "start_with_right_hostname.sh"] (runs its arguments; it fixes the hostname on
-    # SageMaker only), CMD ["/bin/bash"]; its torch-neuronx, neuronx-cc and Neuron runtime are not here: torch on CPU
-    Image("public.ecr.aws/neuron/pytorch-training-neuronx*", cmd=("/bin/bash",)),
+    # SageMaker only), CMD ["/bin/bash"]; its torch-neuronx, neuronx-cc and Neuron runtime are not here: torch on CPU,
+    # and a stand-in for torch-neuronx's neuron_parallel_compile CLI (image_bin/neuronx)
+    Image("public.ecr.aws/neuron/pytorch-training-neuronx*", cmd=("/bin/bash",), image_bin="neuronx"),
     # mpioperator/base (v0.6.0 build/base/Dockerfile): no ENTRYPOINT; openmpi adds openmpi-bin
     Image("mpioperator/*", cmd=("bash",)),
     Image("*python:*", cmd=("python3",)),

@@ -8,9 +8,10 @@ The megatron example runs all seven steps: tokenizer, data, pretrain, evaluate a
 client's ``MLRECIPE_SERVE_URL`` is what the pipeline gives it). ``examples/eks/training`` (``pipeline.yaml``) runs
 the same way: Megatron tokenization and pretraining, then an accelerate fine-tune. ``examples/eks/serving`` runs its
 snapshot (hf-snapshot, the token from a Secret), then each server with a client Job in one harness run: Triton
-(a Deployment) and Ray Serve + vLLM (a RayService), both on the snapshot. ``examples/eks/neuron`` runs its two
-PyTorchJob steps, compile (``NEURON_EXTRACT_GRAPHS_ONLY=1``) then pretrain, as the pipeline renders them, 2 nodes x
-1 process, on a CPU stand-in for the Neuron program (below).
+(a Deployment) and Ray Serve + vLLM (a RayService), both on the snapshot. ``examples/eks/neuron`` runs its four
+steps: tokenizer (hf-snapshot, the token from a Secret), dataset (neuronx-distributed's ``get_dataset.py``), compile
+(``neuron_parallel_compile`` over a 2-step trial run) and pretrain, the PyTorchJobs 2 nodes x 1 process, on CPU
+stand-ins for the Neuron programs (below).
 
 The sizes overlay (:func:`fine_tune_sizes`) makes 2 nodes x 1 process, asks 1 CPU, and cuts the step counts; the
 harness drops the GPU/EFA requests (and says so). The model step runs as rendered: its script is the chart's
@@ -28,10 +29,15 @@ Stand-ins, said here and in docs/verified.md:
 - serving: the Hub is a server on 127.0.0.1 serving a tiny Llama under the recipe's model id, the rayserve step
   gets ``tensor_parallel_size`` 1, the tiny model's ``max_model_len`` and the 1 GiB KV cache, and the Triton container
   runs a stand-in for the vLLM backend, which cannot run here (:mod:`tests.kubelet_runs.triton_vllm_stand_in`);
-- neuron: Neuron's compiler and runtime do not run (no Neuron device, no neuronx wheels): ``git.repo_url`` points at
-  a repository on 127.0.0.1 (:mod:`tests.kubelet_runs.git_stand_in`) holding, at the recipe's script path, a CPU
-  program (:mod:`tests.kubelet_runs.neuron_stand_in`: gloo rendezvous and all-reduce, the env and args it was given,
-  graphs into the Neuron cache in compile mode, a checkpoint in the pretrain step); the image maps to ``.venv``.
+- neuron: Neuron's compiler and runtime do not run (no Neuron device, no neuronx wheels): the Hub is a server on
+  127.0.0.1 serving a tiny Llama's tokenizer; ``git.repo_url`` and ``git.commit`` point at a repository on 127.0.0.1
+  (:mod:`tests.kubelet_runs.git_stand_in`) holding, at their paths in neuronx-distributed, CPU stand-ins of the
+  training script (:mod:`tests.kubelet_runs.neuron_stand_in`: the real one's interface, gloo instead of XLA, its
+  graph into the Neuron cache when extracting, looked up compiled there when training, checkpoints), of
+  ``get_dataset.py`` and of the modules the script imports (``tests/kubelet_runs/neuronx_distributed/``);
+  ``neuron_parallel_compile`` is a stand-in on the neuronx image's ``PATH`` (``tests/kubelet/image_bin/neuronx``);
+  the image maps to ``.venv``; the pre_scripts' ``pip3 install`` lines are left out and the sizes cut
+  (:data:`NEURON_SIZES`).
 
 Not named ``test_*.py``: 2-10 minutes per example, beyond ``make test``'s budget."""
 
@@ -722,11 +728,52 @@ def test_eks_serving_example_snapshot_triton_rayserve(tmp_path: Path) -> None:
 
 NEURON = EXAMPLES / "eks" / "neuron"
 NEURON_STAND_IN = Path(__file__).with_name("neuron_stand_in.py")
+#: Stand-ins of the other files of neuronx-distributed the recipe uses, at their paths in that repository.
+NEURON_REPO = Path(__file__).with_name("neuronx_distributed")
+#: The compile and pretrain steps' sizes cut for 2 nodes x 1 process: tensor parallel 2 (a world of 2, one
+#: data-parallel rank), a global batch of 1 (one micro-batch a step), 200 steps (checkpoints at 100 and 200).
+NEURON_SIZES = {"TP_DEGREE": "2", "GBS": "1", "TOTAL_STEPS": "200"}
+NEURON_DATA = "examples_datasets/wikicorpus_llama2_tokenized_4k"
 
 
-def neuron_sizes(step: str, repo_url: str) -> list[str]:
-    """The ``--set`` cutting a neuron step to 2 nodes x 1 process and pointing its ``git.repo_url`` at ``repo_url``."""
-    return [f"{step}.resources.nnodes=2", f"{step}.resources.nproc_per_node=1", f"{step}.git.repo_url={repo_url}"]
+def neuron_repo_files(script: str) -> dict[str, str]:
+    """The stand-in neuronx-distributed repository: :data:`NEURON_REPO`'s files, the pretraining stand-in at
+    ``script``."""
+    files = {p.relative_to(NEURON_REPO).as_posix(): p.read_text() for p in sorted(NEURON_REPO.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts}
+    return {**files, script: NEURON_STAND_IN.read_text()}
+
+
+def without_pip(pre_script: list[str]) -> list[str]:
+    """``pre_script`` without its one ``pip3 install`` line (nothing from PyPI: the environment has the packages)."""
+    kept = [line for line in pre_script if not line.startswith("pip3 install")]
+    assert len(kept) == len(pre_script) - 1, pre_script
+    return kept
+
+
+def recipe_values(step: Step) -> dict:
+    """The step's recipe files merged in order (maps merge, other values replace)."""
+    from mlrecipe.spec.values import deep_merge
+
+    values: dict = {}
+    for recipe in step.recipes:
+        values = deep_merge(values, yaml.safe_load(recipe.read_text()))
+    return values
+
+
+def neuron_overlay(step: Step, repo: GitStandIn) -> dict:
+    """A Neuron step's overlay: its pipeline name, the stand-in repository at its commit, no ``pip3 install``; for
+    the PyTorchJobs 2 nodes x 1 process and :data:`NEURON_SIZES` in their env."""
+    values = recipe_values(step)
+    assert values["git"]["repo_url"] == "https://github.com/aws-neuron/neuronx-distributed.git", values["git"]
+    overlay: dict = {"step_name": step.name, "git": {"repo_url": repo.url, "commit": repo.commit},
+                     "pre_script": without_pip(values["pre_script"])}
+    if "train" in values:
+        env = [{**e, "value": NEURON_SIZES[e["name"]]} if e["name"] in NEURON_SIZES else e
+               for e in values["train"]["env"]]
+        assert {e["name"] for e in env} >= set(NEURON_SIZES), env
+        overlay |= {"resources": {"nnodes": 2, "nproc_per_node": 1}, "train": {"env": env}}
+    return overlay
 
 
 def _neuron_reports(release: Release, step: str) -> list[dict]:
@@ -735,59 +782,98 @@ def _neuron_reports(release: Release, step: str) -> list[dict]:
     return [json.loads(f.read_text()) for f in found]
 
 
-def test_neuron_eks_pipeline_compile_then_pretrain(tmp_path: Path) -> None:
-    """``examples/eks/neuron``: both PyTorchJob steps as ``mlrecipe run --dry-run`` renders the pipeline (the compile
-    step's ``pre_script`` ``export NEURON_EXTRACT_GRAPHS_ONLY=1`` from the pipeline's step values), one after the
-    other with the release's claims, each 2 nodes x 1 process (``--set``; the harness drops the Neuron and EFA
-    requests and says so). Stand-ins: ``git.repo_url`` is a repository on 127.0.0.1 (:mod:`.git_stand_in`, branch
-    ``main`` as the recipe's) holding at the recipe's script path a CPU stand-in for the Neuron program
-    (:mod:`.neuron_stand_in`); Neuron's compiler and runtime do not run. Checked: every pod cloned the repository
-    into ``$HOME/tmp/<pod>`` (removed after) and ran the script there under torchrun; the ranks' rendezvous across
-    the 2 pods and a gloo all-reduce (1 + 2); the env the training operator and torchrun give (``PET_*``,
-    ``MASTER_ADDR`` = the master pod, ``WORLD_SIZE`` 2, ``RANK`` = the node's rank) and the recipe's (``HOME`` on the
-    EFS claim, ``FI_PROVIDER=efa``, ``NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS``); the recipe's args
-    (``--tensor_parallel_size 8 --seq_len 4096 --checkpoint_dir $HOME/checkpoints``, expanded); compile's ranks had
-    ``NEURON_EXTRACT_GRAPHS_ONLY=1``, extracted their graphs into the Neuron cache and saved no checkpoint; pretrain's
-    ranks had no ``NEURON_EXTRACT_GRAPHS_ONLY``, found every graph compile left in the cache (the recipe's
-    ``NEURON_CC_FLAGS --cache_dir`` on the EFS claim) and saved a checkpoint per rank under ``$HOME/checkpoints``."""
+def test_neuron_eks_pipeline_tokenizer_dataset_compile_pretrain(tmp_path: Path) -> None:
+    """``examples/eks/neuron``, its four steps one after the other with the release's claims, each rendered as the
+    pipeline renders it (its recipe files, its step name) plus an overlay. Stand-ins: the Hub (a server on 127.0.0.1
+    serving a tiny Llama's tokenizer and config under the recipe's model id; the token from the Secret ``hf-token``
+    created in the stream as the pipeline's comment says, a dummy); ``git.repo_url`` (a repository on 127.0.0.1 at
+    the recipe's branch, its commit given as ``git.commit``: :mod:`.git_stand_in`) holding at their paths
+    neuronx-distributed's ``get_dataset.py``, the modules the training script imports and its model config
+    (``tests/kubelet_runs/neuronx_distributed/``) and the training script (:mod:`.neuron_stand_in`);
+    ``neuron_parallel_compile`` (the neuronx image's, ``tests/kubelet/image_bin/neuronx``); the pre_scripts' ``pip3
+    install`` lines left out; compile and pretrain 2 nodes x 1 process with ``TP_DEGREE`` 2, ``GBS`` 1 and
+    ``TOTAL_STEPS`` 200 (the harness drops the Neuron and EFA requests and says so). Neuron's compiler and runtime
+    do not run. Checked: the tokenizer's files fetched with the token and without weights; the dataset step's
+    ``get_dataset.py`` found the tokenizer the pre_script copied next to it and saved 3 rows of 4096 tokens on FSx;
+    compile's ranks ran under ``neuron_parallel_compile`` (``NEURON_EXTRACT_GRAPHS_ONLY=1`` from it, not from the
+    recipe) with every argument the script needs and the modules copied next to it, and left their graph in the
+    Neuron cache on EFS both extracted and compiled (``model.neff``, ``model.done``, no lock), no checkpoint;
+    pretrain's ranks found that graph compiled, read the dataset (4096 tokens a step on each rank), ran 200 steps and
+    saved checkpoints at 100 and 200, keeping the newest only; the rendezvous, the operator's and torchrun's env and
+    the recipe's across both steps."""
+    pytest.importorskip("tokenizers")
+    datasets = pytest.importorskip("datasets")
     name, namespace, listed = pipeline_steps(NEURON / "pipeline.yaml")
-    assert [s.name for s in listed] == ["compile", "pretrain"], [s.name for s in listed]
-    (recipe,) = {r.read_text() for s in listed for r in s.recipes}
-    recipe_values = yaml.safe_load(recipe)
-    script, branch = recipe_values["launcher"]["script"], recipe_values["git"]["branch"]
-    assert recipe_values["launcher"]["type"] == "torchrun", recipe_values["launcher"]
+    steps = {s.name: s for s in listed}
+    assert list(steps) == ["tokenizer", "dataset", "compile", "pretrain"], list(steps)
     release = Release(tmp_path, name, namespace)
     release.fsx.mkdir()
     release.efs.mkdir()
     home = f"/efs/home/{name}"
-    with GitStandIn(tmp_path / "git", "neuronx-distributed.git", {script: NEURON_STAND_IN.read_text()}, branch) as repo:
-        sets = [*neuron_sizes("compile", repo.url), *neuron_sizes("pretrain", repo.url)]
+
+    (tokenizer,) = (yaml.safe_load(r.read_text()) for r in steps["tokenizer"].recipes)
+    model_id = tokenizer["hf_model_id"]
+    secret = user_secret(NEURON / "pipeline.yaml", HF_TOKEN)
+    assert secret["metadata"] == {"name": tokenizer["hf_secret_name"], "namespace": namespace}, secret
+    with HubStandIn(model_id, tiny_chat_model(tmp_path / "hub")) as hub:
+        stream = render_step(release, steps["tokenizer"], {
+            "step_name": "tokenizer", "pre_script": [], "env": [{"name": "HF_ENDPOINT", "value": hub.url}]})
+        with_objects(stream, [secret], [])
+        out = run_stream(release, stream, "tokenizer")
+    assert "ok: Job/" in out, out
+    assert {a for r, a in zip(hub.requests, hub.authorizations, strict=True) if model_id in r} == {
+        f"Bearer {HF_TOKEN}"}
+    fetched = release.fsx / "pretrained-models" / model_id
+    assert sorted(p.name for p in fetched.iterdir() if p.is_file()) == sorted(
+        f for f in hub.files if not f.endswith(".safetensors")), "configs and tokenizer only (hf_tensors: false)"
+
+    train = recipe_values(steps["pretrain"])
+    script_dir = train["pre_script"][0].removeprefix("SCRIPT_DIR=$GIT_CLONE_DIR/")  # the script's folder
+    assert script_dir != train["pre_script"][0], train["pre_script"]
+    script = f"{script_dir}/" + next(a for a in train["train"]["args"] if a.endswith(".py"))
+    branch = train["git"]["branch"]
+    with GitStandIn(tmp_path / "git", "neuronx-distributed.git", neuron_repo_files(script), branch) as repo:
+        out = run_step(release, steps["dataset"], neuron_overlay(steps["dataset"], repo))
+        assert "ok: Job/" in out and "aws.amazon.com/neuron requests of 1 rewritten to none" in out, out
+        data = datasets.load_from_disk(str(release.fsx / "home" / name / NEURON_DATA))
+        assert len(data) == 3 and {len(r) for r in data["input_ids"]} == {4096}, data
+        assert data["labels"] == data["input_ids"]
+
+        streams = {}
         for step in ("compile", "pretrain"):
-            stream = pipeline_stream(release, NEURON / "pipeline.yaml", (step,), sets)
-            out = run_stream(release, stream, step)
+            streams[step] = render_step(release, steps[step], neuron_overlay(steps[step], repo))
+            out = run_stream(release, streams[step], step)
             assert "aws.amazon.com/neuron requests of 16 rewritten to none" in out, out
             assert "vpc.amazonaws.com/efa limits of 8 rewritten to none" in out, out
             assert f"ok: PyTorchJob/pytorchjob-{name}-{step}" in out, out
-            checkpoints = release.home() / "checkpoints"
             if step == "compile":
-                assert not checkpoints.exists() or not any(checkpoints.iterdir()), sorted(checkpoints.iterdir())
-    assert sum(r.endswith("/info/refs?service=git-upload-pack") for r in repo.requests) == 4, repo.requests
-    clones = sorted(p.name for p in (release.home() / "tmp").iterdir())  # a worker may be stopped before removing its
-    assert not any(c.endswith("-master-0") for c in clones), clones  # the masters' removed theirs: their scripts ended
-    pretrain = _neuron_reports(release, "pretrain")
-    assert pretrain and all(r["cache_hit"] for r in pretrain), "pretrain found compile's graphs: " + json.dumps(
-        [{k: r.get(k) for k in ("rank", "cache", "cache_hit")} for r in pretrain])
+                assert not (release.home() / "checkpoints").exists(), sorted((release.home() / "checkpoints").iterdir())
+    # 5 pods (dataset, 2 x compile, 2 x pretrain), each cloning, then fetching the pinned commit
+    assert sum(r.endswith("/info/refs?service=git-upload-pack") for r in repo.requests) == 2 * 5, repo.requests
+    assert "NEURON_EXTRACT_GRAPHS_ONLY" not in streams["compile"].read_text()  # neuron_parallel_compile sets it
 
-    graphs = set()
+    compile_log = "".join(p.read_text() for p in (release.root / "logs" / "compile").glob("*/*.log"))
+    assert compile_log.count("neuron_parallel_compile: 1 graph(s) in") == 2, compile_log[-3000:]
+    cache = release.home() / "neuron-cache"
+    (module,) = cache.glob("neuronxcc-*/MODULE_*")
+    assert sorted(p.name for p in module.iterdir()) == [
+        "compile_flags.json", "model.done", "model.hlo_module.pb", "model.neff"], sorted(module.iterdir())
+    assert not list(cache.rglob("*.lock"))
+    container_module = f"{home}/neuron-cache/{module.relative_to(cache)}"
+
+    sizes = {"tensor_parallel_size": 2, "seq_len": 4096, "batch_size": 1, "grad_accum_usteps": 1, "max_steps": 200,
+             "use_mix_precision": True, "use_zero_1": True, "sequence_parallel_enabled": True,
+             "selective_checkpoint_enabled": True}
     for step in ("compile", "pretrain"):
         reports = _neuron_reports(release, step)
         assert [r["rank"] for r in reports] == [0, 1], reports
         master = f"pytorchjob-{name}-{step}-master-0"
         for rank, seen in enumerate(reports):
             env, pod = seen["env"], master if rank == 0 else f"pytorchjob-{name}-{step}-worker-0"
-            assert seen["hostname"] == pod and seen["world_size"] == 2 and seen["all_reduce"] == 3.0, seen
-            assert seen["script"] == f"{home}/tmp/{pod}/{script}", seen["script"]
-            assert seen["cwd"] == env["GIT_CLONE_DIR"] == f"{home}/tmp/{pod}", seen
+            clone = f"{home}/tmp/{pod}"
+            assert seen["hostname"] == pod and seen["world_size"] == 2 and seen["dp_size"] == 1, seen
+            assert seen["script"] == f"{clone}/{script}" and seen["cwd"] == f"{clone}/{Path(script).parent}", seen
+            assert env["GIT_CLONE_DIR"] == clone, env
             assert {k: env[k] for k in ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "GROUP_RANK", "RANK",
                                         "LOCAL_RANK", "WORLD_SIZE", "PET_MASTER_ADDR", "MASTER_ADDR")} == {
                 "PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": str(rank), "GROUP_RANK": str(rank),
@@ -796,15 +882,54 @@ def test_neuron_eks_pipeline_compile_then_pretrain(tmp_path: Path) -> None:
             assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "23456", env
             assert env["HOME"] == home and env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1", env
             assert env["NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS"] == "3" and env["MLRECIPE_STEP"] == step, env
-            assert seen["args"] == {"tensor_parallel_size": 8, "seq_len": 4096,
-                                    "checkpoint_dir": f"{home}/checkpoints"}, seen["args"]
-            assert seen["cache"].startswith(f"{home}/neuron-cache/MODULE_"), seen["cache"]
+            args = seen["args"]
+            assert {k: args[k] for k in sizes} == sizes, args
+            assert args["model_path"] == f"{clone}/{Path(script).parent}/7B_config_llama2", args
+            assert args["data_dir"] == f"/fsx/home/{name}/{NEURON_DATA}", args
+            assert seen["batch_shape"] == [1, 4096] and seen["dataset_rows"] == 3, seen
+            assert seen["cache"] == container_module, (seen["cache"], container_module)
             if step == "compile":
                 assert env["NEURON_EXTRACT_GRAPHS_ONLY"] == "1" and seen["mode"] == "extract-graphs", seen
-                graphs.add(seen["cache"])
+                assert args["steps_this_run"] == 2 and seen["steps"] == 2 and not seen["checkpoints_saved"], seen
+                assert args["checkpoint_dir"] is None, args
             else:
                 assert env["NEURON_EXTRACT_GRAPHS_ONLY"] is None and seen["mode"] == "train", seen
-                assert seen["cache_hit"] and seen["cache"] in graphs, (seen, graphs)
-    checkpoint = release.home() / "checkpoints"
-    assert sorted(p.name for p in (checkpoint / "step_1").iterdir()) == ["rank-0.pt", "rank-1.pt"]
-    assert (checkpoint / "newest").read_text() == "step_1\n"
+                assert seen["cache_hit"], "pretrain found compile's graph compiled"
+                assert args["steps_this_run"] == 200 and seen["steps"] == 200 and seen["resumed_from"] == 0, seen
+                assert seen["tokens"] == [2 * 4096.0] * 200, seen["tokens"][:5]  # each rank's micro-batch, reduced
+                assert args["checkpoint_dir"] == f"{home}/checkpoints" and args["checkpoint_freq"] == 100, args
+                assert args["num_kept_checkpoint"] == 1 and args["loading_step"] == "latest_if_exists", args
+                assert seen["checkpoints_saved"] == ["step_100", "step_200"], seen
+    checkpoints = release.home() / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["newest", "step_200"], sorted(checkpoints.iterdir())
+    assert sorted(p.name for p in (checkpoints / "step_200").iterdir()) == ["rank-0.pt", "rank-1.pt"]
+    assert (checkpoints / "newest").read_text() == "step_200\n"
+
+
+def test_neuron_stand_ins_refuse_what_the_real_programs_would(tmp_path: Path) -> None:
+    """The training stand-in stops with one ``error:`` line where the real script would fail: a module it imports
+    not copied next to it, a required argument missing; ``get_dataset.py``'s without a tokenizer in its folder."""
+    folder = tmp_path / "script"
+    folder.mkdir()
+    script = folder / "tp_zero1_llama_hf_pretrain.py"
+    shutil.copyfile(NEURON_STAND_IN, script)
+    given = ["--model_path", str(tmp_path), "--data_dir", str(tmp_path), "--max_steps", "4"]
+
+    def run(*argv: str, cwd: Path = folder) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, *argv], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+    done = run(str(script), *given)
+    assert done.returncode != 0 and "error: --steps_this_run not given" in done.stderr, done.stderr
+    done = run(str(script), *given, "--steps_this_run", "-1")
+    assert done.returncode != 0, done.stderr
+    assert "error: logger.py, modeling_llama_nxd.py, training_utils.py not in" in done.stderr, done.stderr
+    for module in ("modeling_llama_nxd.py", "training_utils.py"):
+        shutil.copyfile(NEURON_REPO / "examples" / "training" / "llama" / module, folder / module)
+    shutil.copyfile(NEURON_REPO / "examples" / "training" / "llama" / "tp_zero1_llama_hf_pretrain" / "logger.py",
+                    folder / "logger.py")
+    done = run(str(script), *given, "--steps_this_run", "-1")
+    assert done.returncode != 0 and f"error: --model_path {tmp_path}: no config.json" in done.stderr, done.stderr
+
+    get_dataset = NEURON_REPO / "examples" / "training" / "llama" / "get_dataset.py"
+    done = run(str(get_dataset), "--llama-version", "2")
+    assert done.returncode != 0 and "error: no tokenizer in the working directory" in done.stderr, done.stderr

@@ -1,6 +1,7 @@
 """A git repository served on 127.0.0.1 over git's dumb HTTP protocol, standing in for a recipe's ``git.repo_url``
-(GitHub): ``git clone http://127.0.0.1:PORT/NAME.git`` in a pod gets the files given, committed on one branch.
-Records every request path, so a test sees that the pods cloned from it."""
+(GitHub): ``git clone http://127.0.0.1:PORT/NAME.git`` in a pod gets the files given, committed on one branch (the
+commit's id is ``commit``, for a recipe that pins ``git.commit``). Records every request path, so a test sees that the
+pods cloned from it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ GIT_IDENTITY = {"GIT_AUTHOR_NAME": "mlrecipe tests", "GIT_AUTHOR_EMAIL": "tests@
                 "GIT_COMMITTER_NAME": "mlrecipe tests", "GIT_COMMITTER_EMAIL": "tests@mlrecipe.invalid"}
 
 
-def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=60,
-                   env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd), **GIT_IDENTITY})
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(cwd), **GIT_IDENTITY}).stdout
 
 
 class GitStandIn:
@@ -26,6 +27,7 @@ class GitStandIn:
     def __init__(self, root: Path, name: str, files: dict[str, str], branch: str) -> None:
         self.root, self.name, self.files, self.branch = root, name, files, branch
         self.requests: list[str] = []
+        self.commit = ""  #: the id of the one commit, once served
         self._server: http.server.ThreadingHTTPServer | None = None
 
     def _build(self) -> Path:
@@ -37,6 +39,7 @@ class GitStandIn:
             (work / path).write_text(text)
         _git("add", "-A", cwd=work)
         _git("commit", "-q", "-m", "stand-in", cwd=work)
+        self.commit = _git("rev-parse", "HEAD", cwd=work).strip()
         served = self.root / "served"
         served.mkdir()
         _git("clone", "-q", "--bare", str(work), self.name, cwd=served)
