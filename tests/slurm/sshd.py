@@ -74,10 +74,13 @@ class Sshd:
         _wait_ready(self, timeout)
 
     def stop(self) -> None:
+        """Stop the listener and every session's sshd, as a login node's sshd dies: the sessions' own processes are
+        not killed (their connections close; a shell killed in its rc files can leave state behind, such as
+        pyenv's rehash lock, which then holds every later session's rc for a minute)."""
         with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(self.proc.pid).children(recursive=True):
+            for pid in self.session_pids():
                 with contextlib.suppress(psutil.Error):
-                    child.kill()
+                    psutil.Process(pid).kill()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -121,8 +124,9 @@ def _wait_ready(sshd: Sshd, timeout: float) -> None:
     while True:
         if sshd.proc.poll() is not None:
             raise RuntimeError(f"sshd exited: {(sshd.directory / 'sshd.log').read_text()}")
-        if subprocess.run(probe, capture_output=True, timeout=15, check=False).returncode == 0:
-            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            if subprocess.run(probe, capture_output=True, timeout=15, check=False).returncode == 0:
+                return
         if time.monotonic() > deadline:
             sshd.stop()
             raise RuntimeError(f"sshd did not answer in {timeout:.0f}s: {(sshd.directory / 'sshd.log').read_text()}")
