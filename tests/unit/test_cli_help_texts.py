@@ -4,25 +4,15 @@ checks that the file is a fresh generation)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import pytest
-import typer.main
 
-from mlrecipe.cli.app import COMMAND_MODULES, _verb, app, app_for
-from mlrecipe.cli.help_texts import HELP_FILE, WIDTH, kept
+from mlrecipe.cli.app import COMMAND_MODULES, _verb, app
+from mlrecipe.cli.help_texts import HELP_FILE, WIDTH, kept, typer_help
 
 PROGRAM = "/venv/bin/mlrecipe"
 VERBS = [_verb(info) for info in app.registered_commands if _verb(info) not in COMMAND_MODULES]
-
-
-def typer_help(verb: str) -> str:
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.suppress(SystemExit):
-        typer.main.get_command(app_for([verb, "--help"]))([verb, "--help"], prog_name="mlrecipe")
-    return printed.getvalue()
 
 
 def test_the_file_keeps_every_verb_of_the_app_but_the_command_modules() -> None:

@@ -374,17 +374,8 @@ def app_for(args: list[str]) -> typer.Typer:
 
 def main() -> None:
     """Console entry point: clean messages and named exit codes, no tracebacks for mlrecipe's own errors."""
-    from mlrecipe.errors import MlrecipeError
-
     lifecycle.begin()
-    try:
-        app_for(sys.argv[1:])()
-    except MlrecipeError as exc:
-        sys.exit(output.print_error(exc))
-    except KeyboardInterrupt:
-        sys.exit(ExitCode.INTERRUPTED)
-    finally:
-        lifecycle.end()
+    sys.exit(output.guarded(app_for(sys.argv[1:])))
 
 
 __all__ = ["address", "app", "main"]

@@ -6,7 +6,6 @@ prints the help Typer printed for it (:mod:`mlrecipe.cli.help_texts`); every oth
 
 from __future__ import annotations
 
-import os
 import sys
 
 from mlrecipe.cli import lifecycle
@@ -34,19 +33,8 @@ def main() -> None:
 
 
 def run_guarded(function: str, arguments: dict[str, object]) -> int:
-    """Run :mod:`mlrecipe.cli.read_verbs`'s ``function`` as the Typer app runs a command: mlrecipe's errors as one
-    line and their exit code, Ctrl-C as ``INTERRUPTED``, a reader that went away (``| head``) without a traceback."""
+    """Run :mod:`mlrecipe.cli.read_verbs`'s ``function`` as the Typer app runs a command
+    (:func:`mlrecipe.cli.output.guarded`)."""
     from mlrecipe.cli import output, read_verbs
-    from mlrecipe.errors import ExitCode, MlrecipeError
 
-    try:
-        return int(getattr(read_verbs, function)(**arguments))
-    except MlrecipeError as exc:
-        return output.print_error(exc)
-    except KeyboardInterrupt:
-        return ExitCode.INTERRUPTED
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's advice: no error at exit
-        return 1
-    finally:
-        lifecycle.end()
+    return output.guarded(lambda: getattr(read_verbs, function)(**arguments))

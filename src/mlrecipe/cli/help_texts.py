@@ -35,31 +35,29 @@ def kept(args: list[str], program: str) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def generate() -> str:
-    """The file's text: each verb's help as the Typer app prints it to a terminal :data:`WIDTH` columns wide (run
-    in this process as the program runs it: Typer's test runner forces a width of its own)."""
+def typer_help(verb: str) -> str:
+    """``mlrecipe VERB --help`` as the Typer app prints it to this process's terminal width (run in this process as
+    the program runs it: Typer's test runner forces a width of its own)."""
     import contextlib
     import io
 
     import typer.main
 
-    from mlrecipe.cli.app import COMMAND_MODULES, _verb, app, app_for
+    from mlrecipe.cli.app import app_for
 
-    texts = {}
-    columns = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = str(WIDTH)
-    try:
-        for info in app.registered_commands:
-            verb = _verb(info)
-            if verb in COMMAND_MODULES:
-                continue
-            printed = io.StringIO()
-            with contextlib.redirect_stdout(printed), contextlib.suppress(SystemExit):
-                typer.main.get_command(app_for([verb, "--help"]))([verb, "--help"], prog_name="mlrecipe")
-            texts[verb] = printed.getvalue()
-    finally:
-        if columns is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = columns
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.suppress(SystemExit):
+        typer.main.get_command(app_for([verb, "--help"]))([verb, "--help"], prog_name="mlrecipe")
+    return printed.getvalue()
+
+
+def generate() -> str:
+    """The file's text: each verb's help as the Typer app prints it to a terminal :data:`WIDTH` columns wide."""
+    from unittest import mock
+
+    from mlrecipe.cli.app import COMMAND_MODULES, _verb, app
+
+    verbs = [_verb(info) for info in app.registered_commands if _verb(info) not in COMMAND_MODULES]
+    with mock.patch.dict(os.environ, {"COLUMNS": str(WIDTH)}):
+        texts = {verb: typer_help(verb) for verb in verbs}
     return json.dumps(texts, indent=1, sort_keys=True) + "\n"

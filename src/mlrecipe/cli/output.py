@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from mlrecipe.errors import ExitCode, MlrecipeError, SpecError
@@ -45,3 +47,22 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE) -> ExitCode:
 
 def emit_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def guarded(command: Callable[[], int | None]) -> int:
+    """Run ``command`` (the Typer app, or a verb of a plain line) as every command runs: mlrecipe's errors as one
+    line and their exit code, Ctrl-C as ``INTERRUPTED``, a reader that went away (``| head``) without a traceback;
+    the process's end through :func:`mlrecipe.cli.lifecycle.end`."""
+    from mlrecipe.cli import lifecycle
+
+    try:
+        return int(command() or 0)
+    except MlrecipeError as exc:
+        return print_error(exc)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's advice: no error at exit
+        return 1
+    finally:
+        lifecycle.end()
